@@ -1,0 +1,15 @@
+"""The headless agent loop: model backends, tool calls, approvals, sessions (DESIGN.md section 4)."""
+from __future__ import annotations
+
+from clover_cli.agent.config import APPROVAL_MODES, AgentConfig
+
+
+def __getattr__(name: str):
+    # Agent imports the tools registry; load it on first use so `import clover_cli.agent` stays light.
+    if name == "Agent":
+        from clover_cli.agent.agent import Agent
+        return Agent
+    raise AttributeError(name)
+
+
+__all__ = ["Agent", "AgentConfig", "APPROVAL_MODES"]

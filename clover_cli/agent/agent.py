@@ -1,0 +1,339 @@
+"""The agent loop (DESIGN.md sections 2 and 4): model -> tool calls -> tools -> model, as events.
+
+Headless: `run_turn` is a blocking generator yielding the frozen dataclasses of events.py; every
+front end (TUI, `clover run`, `clover fix`, `clover swebench`) consumes the same stream.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+from clover_cli.agent.approvals import ApprovalPolicy
+from clover_cli.agent.backends.base import BackendError, Completion, ModelBackend
+from clover_cli.agent.changes import ChangeTracker
+from clover_cli.agent.config import APPROVAL_MODES, AgentConfig
+from clover_cli.agent.context import compacted, elide_tool_outputs, truncate_output
+from clover_cli.agent.events import (AgentError, AgentEvent, BlockText, DenoiseProgress, Notice,
+                                     ToolCallProposed, ToolFinished, TurnFinished, TurnStarted)
+from clover_cli.agent.instructions import system_prompt
+from clover_cli.agent.parsing import FormatError, ParsedCall, parse_tool_calls
+from clover_cli.agent.prompt_files import observation, prompt_text
+from clover_cli.agent.session import SessionLog, find_session, load_messages, new_session_id
+from clover_cli.agent.stats import TurnStats
+from clover_cli.agent.toolexec import CallContext, execute_call
+from clover_cli.tools.base import ToolResult
+
+
+class Agent:
+    """One conversation with one model over one repository."""
+
+    def __init__(self, backend: ModelBackend, config: AgentConfig) -> None:
+        from clover_cli.tools import registry
+
+        self.backend = backend
+        self.config = config
+        self.root: Path = config.root
+        self._cancel = threading.Event()
+        self._lock = threading.Lock()
+        resumed = config.session_id is not None and _session_exists(self.root, config.session_id)
+        self.session_id = config.session_id or new_session_id()
+        self._log = SessionLog(self.root, self.session_id, enabled=config.save_session)
+        self.policy = ApprovalPolicy(self.root, config.approval, config.shell_allow, registry.is_writing_tool)
+        self.tools: list[dict] = registry.tool_schemas()
+        self._schemas = {t["function"]["name"]: t["function"].get("parameters", {}) for t in self.tools}
+        self._changes = ChangeTracker(self.root)
+        self._call_ids = itertools.count(1)
+        self._task = ""
+        self.turns = 0
+        self._messages: list[dict[str, Any]] = [{"role": "system", "content": self.system_prompt()}]
+        if resumed:
+            self._restore()
+        else:
+            self._log.append({"type": "meta", "session_id": self.session_id, "root": str(self.root),
+                              "model": backend.info, "approval": config.approval, **config.meta})
+            self._log.append({"type": "message", "message": self._messages[0]})
+
+    # -- construction -----------------------------------------------------------------------------
+    @classmethod
+    def resume(cls, backend: ModelBackend, config: AgentConfig, session_id: str = "last") -> "Agent":
+        """Continues a saved session (`last` = the most recent one). Raises SessionError."""
+        path = find_session(config.root, session_id)
+        config.session_id = path.stem
+        return cls(backend, config)
+
+    def _restore(self) -> None:
+        meta, messages, turns = load_messages(self._log.path)
+        self.turns = turns
+        if messages:
+            fresh_system = self._messages[0]
+            self._messages = [fresh_system] + [m for m in messages if m.get("role") != "system"]
+        for rec in _records(self._log.path, "original"):
+            self._changes.originals.setdefault(rec["path"], rec.get("content"))
+        users = [m for m in self._messages if m.get("role") == "user" and not m.get("compaction")]
+        self._task = users[-1]["content"] if users else ""
+        self._log.append({"type": "resume", "session_id": self.session_id})
+        self._log.append({"type": "reset", "messages": self._messages})
+
+    def system_prompt(self) -> str:
+        """The system prompt: prompts/agent_system.md, AGENTS.md files, extra instructions."""
+        return system_prompt(self.root, self.config.extra_instructions)
+
+    # -- public state -----------------------------------------------------------------------------
+    @property
+    def session_path(self) -> Path:
+        return self._log.path
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """A copy of the conversation (OpenAI-style message dicts)."""
+        return [dict(m) for m in self._messages]
+
+    @property
+    def changed_files(self) -> list[str]:
+        """Repo-relative paths the agent's edits changed this session."""
+        return self._changes.changed_files()
+
+    def diff(self) -> str:
+        """Unified diff of everything the agent's edits changed this session."""
+        return self._changes.diff()
+
+    def cancel(self) -> None:
+        """Stops the running turn between engine steps (thread-safe)."""
+        self._cancel.set()
+
+    def set_approval(self, mode: str) -> None:
+        if mode not in APPROVAL_MODES:
+            raise ValueError(f"approval must be one of {', '.join(APPROVAL_MODES)}")
+        self.config.approval = mode
+        self.policy.mode = mode
+        self._log.append({"type": "approval_mode", "mode": mode})
+
+    def clear(self) -> None:
+        """Forgets the conversation (the session file keeps the history)."""
+        self._messages = self._messages[:1]
+        self._task = ""
+        self._log.append({"type": "reset", "messages": self._messages})
+
+    def undo(self) -> ToolResult:
+        """Restores the files of the agent's last edit from its checkpoint."""
+        from clover_cli.tools.checkpoints import CheckpointStore
+
+        result = CheckpointStore(self.root).undo()
+        self._log.append({"type": "undo", "ok": result.ok, "output": result.output})
+        return result
+
+    # -- conversation -----------------------------------------------------------------------------
+    def _add(self, message: dict[str, Any]) -> None:
+        self._messages.append(message)
+        self._log.append({"type": "message", "message": message})
+
+    def _before_write(self, paths: list[str]) -> None:
+        for rel, text in self._changes.snapshot(paths):
+            self._log.append({"type": "original", "path": rel, "content": text})
+
+    # -- the turn ---------------------------------------------------------------------------------
+    def run_turn(self, user_text: str) -> Iterator[AgentEvent]:
+        """Runs the model and its tool calls until it answers without calls or a limit stops it."""
+        if not self._lock.acquire(blocking=False):
+            raise RuntimeError("a turn is already running")
+        try:
+            yield from self._turn(user_text)
+        finally:
+            self._lock.release()
+
+    def _turn(self, user_text: str) -> Iterator[AgentEvent]:
+        cfg = self.config
+        self._cancel.clear()
+        self.turns += 1
+        stats = TurnStats()
+        self._log.append({"type": "turn_start", "turn": self.turns, "user_text": user_text})
+        yield TurnStarted(self.turns, user_text)
+        self._task = user_text
+        self._add({"role": "user", "content": user_text})
+        format_errors = tool_errors = 0
+        while True:
+            if self._cancel.is_set():
+                yield from self._finish("cancelled", "", stats)
+                return
+            if stats.steps >= cfg.max_steps:
+                msg = observation("max_steps_user", steps=stats.steps)
+                yield Notice(msg)
+                yield from self._finish("max_steps", msg, stats)
+                return
+            stats.steps += 1
+            try:
+                yield from self._fit_context()
+                completion = None
+                for item in self.backend.stream(self._messages, self.tools, max_new_tokens=cfg.max_new_tokens,
+                                                cancel=self._cancel):
+                    if isinstance(item, Completion):
+                        completion = item
+                    else:
+                        yield item
+            except BackendError as e:
+                yield AgentError(str(e), fatal=True)
+                yield from self._finish("error", str(e), stats)
+                return
+            if completion is None:
+                yield from self._finish("error", "the model backend returned nothing", stats)
+                return
+            stats.add_model(completion.stats)
+            parsed = parse_tool_calls(completion.text, self._schemas)
+            if completion.finish_reason == "cancelled" or self._cancel.is_set():
+                if parsed.text:  # keep what was said; unfinished calls are not run
+                    self._add({"role": "assistant", "content": parsed.text})
+                yield from self._finish("cancelled", parsed.text, stats)
+                return
+            calls, errors = self._calls_of(completion, parsed.calls, parsed.errors)
+            assistant: dict[str, Any] = {"role": "assistant", "content": completion.text}
+            if calls:
+                assistant["tool_calls"] = [{"id": cid, "type": "function",
+                                            "function": {"name": c.name, "arguments": c.arguments}}
+                                           for cid, c in calls]
+            self._add(assistant)
+            if not calls and not errors:
+                yield from self._finish("done", parsed.text, stats)
+                return
+            for cid, call in calls:
+                result = yield from self._run_call(cid, call, stats)
+                tool_errors = 0 if result.ok else tool_errors + 1
+            for err in errors:
+                self._add({"role": "user", "content": observation(
+                    "format_error", message=err.message, snippet=err.snippet), "format_error": True})
+                self._log.append({"type": "format_error", "message": err.message, "snippet": err.snippet})
+            format_errors = format_errors + 1 if errors else 0
+            stats.format_errors += len(errors)
+            if format_errors >= cfg.max_format_errors:
+                msg = observation("format_errors_user", count=format_errors)
+                yield AgentError(msg)
+                yield from self._finish("format_errors", msg, stats)
+                return
+            if tool_errors >= cfg.max_consecutive_errors:
+                msg = observation("errors_user", count=tool_errors)
+                yield AgentError(msg)
+                yield from self._finish("errors", msg, stats)
+                return
+
+    def _calls_of(self, completion: Completion, text_calls: list[ParsedCall],
+                  errors: list[FormatError]) -> tuple[list[tuple[str, ParsedCall]], list[FormatError]]:
+        """(call id, call) pairs: native calls when the server sent them, else the parsed text."""
+        if not completion.tool_calls:
+            return [(self._new_call_id(), c) for c in text_calls], list(errors)
+        calls, errs = [], []
+        for nc in completion.tool_calls:
+            try:
+                args = json.loads(nc.arguments, strict=False) if nc.arguments.strip() else {}
+            except ValueError:
+                args = None
+            if not nc.name or not isinstance(args, dict):
+                errs.append(FormatError(f"the arguments of {nc.name or 'a tool call'} are not a JSON object",
+                                        nc.arguments[:300]))
+                continue
+            calls.append((nc.id or self._new_call_id(), ParsedCall(nc.name, args)))
+        return calls, errs
+
+    def _new_call_id(self) -> str:
+        return f"call_{self.turns}_{next(self._call_ids)}"
+
+    def _run_call(self, call_id: str, call: ParsedCall, stats: "TurnStats") -> Iterator[AgentEvent]:
+        """Runs one call (unless cancelled) and adds its result message; returns the ToolResult."""
+        yield ToolCallProposed(call_id, call.name, dict(call.arguments))
+        self._log.append({"type": "tool_call", "call_id": call_id, "name": call.name, "arguments": call.arguments})
+        if self._cancel.is_set():
+            result = ToolResult(False, observation("cancelled_tool"), {"error": "cancelled"})
+        else:
+            ctx = CallContext(self.root, self.policy, self.config.protected_paths, self._cancel,
+                              self.config.tool_timeout, self._before_write, self._log.append)
+            result = yield from execute_call(call_id, call.name, dict(call.arguments), ctx)
+        stats.tool_calls += 1
+        output = truncate_output(result.output or observation("empty_output"), self.config.max_output_chars)
+        details = {k: v for k, v in (result.details or {}).items() if _jsonable(v)}
+        yield ToolFinished(call_id, call.name, result.ok, output, details)
+        self._log.append({"type": "tool_result", "call_id": call_id, "name": call.name, "ok": result.ok,
+                          "output": output, "details": details})
+        self._add({"role": "tool", "tool_call_id": call_id, "name": call.name, "content": output})
+        return result
+
+    def _finish(self, reason: str, final_text: str, stats: "TurnStats") -> Iterator[AgentEvent]:
+        data = stats.as_dict()
+        self._log.append({"type": "turn_end", "reason": reason, "final_text": final_text, "stats": data})
+        yield TurnFinished(reason, final_text, data)  # type: ignore[arg-type]
+
+    # -- context budget ---------------------------------------------------------------------------
+    def _budget(self) -> int:
+        window = self.config.context_window or self.backend.context_window
+        return window - min(self.config.max_new_tokens, window // 4)
+
+    def _fit_context(self) -> Iterator[AgentEvent]:
+        """Elides old tool outputs, then compacts, when the prompt nears the context window."""
+        budget = self._budget()
+        if self.backend.count_tokens(self._messages, self.tools) <= budget:
+            return
+        n = elide_tool_outputs(self._messages, self.config.keep_recent_tool_outputs)
+        if n:
+            self._log.append({"type": "reset", "messages": self._messages})
+            yield Notice(f"Elided {n} old tool output(s) to fit the context window.")
+            if self.backend.count_tokens(self._messages, self.tools) <= budget:
+                return
+        yield from self.compact()
+
+    def compact(self) -> Iterator[AgentEvent]:
+        """Has the model summarise the older conversation; keeps the system prompt, the task and
+        the latest state. Yields Notices (and an AgentError if the model fails)."""
+        from clover_cli.agent.context import tail_start
+
+        body = self._messages[1:]
+        head = body[:tail_start(body)]
+        if not head:
+            yield Notice("Nothing to compact yet.")
+            return
+        yield Notice("Compacting the conversation ...")
+        request = [self._messages[0]] + head + [{"role": "user", "content": prompt_text("agent_compaction.md")}]
+        budget = self._budget()
+        while len(request) > 3 and self.backend.count_tokens(request, []) > budget:
+            request = [request[0]] + request[2:]  # the oldest part does not fit: drop it
+        summary = ""
+        try:
+            for item in self.backend.stream(request, [], max_new_tokens=min(1024, self.config.max_new_tokens),
+                                            cancel=self._cancel):
+                if isinstance(item, Completion):
+                    summary = parse_tool_calls(item.text).text
+        except BackendError as e:
+            yield AgentError(f"compaction failed: {e}")
+            return
+        before = len(self._messages)
+        self._messages = compacted(self._messages, summary, self._task)
+        self._log.append({"type": "compaction", "summary": summary})
+        self._log.append({"type": "reset", "messages": self._messages})
+        yield Notice(f"Compacted {before} messages into {len(self._messages)}.")
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def _session_exists(root: Path, session_id: str) -> bool:
+    from clover_cli.agent.session import sessions_dir
+    return (sessions_dir(root) / f"{session_id}.jsonl").is_file()
+
+
+def _records(path: Path, kind: str) -> Iterator[dict]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and rec.get("type") == kind:
+            yield rec

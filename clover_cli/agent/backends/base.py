@@ -1,0 +1,123 @@
+"""The one interface every model backend implements (DESIGN.md section 3 specs)."""
+from __future__ import annotations
+
+import json
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Union
+
+from clover_cli.agent.events import BlockText, DenoiseProgress
+
+
+class BackendError(RuntimeError):
+    """A model backend failure; str() is one line for the user."""
+
+
+@dataclass(frozen=True)
+class NativeToolCall:
+    """A tool call the server returned as structured data (OpenAI `tool_calls`)."""
+
+    id: str
+    name: str
+    arguments: str  # the JSON text as streamed; parsed by the agent
+
+
+@dataclass(frozen=True)
+class Completion:
+    """The last item of every backend stream."""
+
+    text: str  # raw assistant text (tool-call markup included when the model wrote it as text)
+    finish_reason: str = "stop"  # "stop" | "eos" | "length" | "cancelled" | "repetition" | "tool_calls"
+    tool_calls: tuple[NativeToolCall, ...] = ()
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+StreamItem = Union[BlockText, DenoiseProgress, Completion]
+
+
+class ModelBackend(ABC):
+    """Turns a conversation (OpenAI-style message dicts) into a streamed completion.
+
+    Messages: {"role": "system"|"user"|"assistant"|"tool", "content": str}; assistant messages may
+    carry "tool_calls": [{"id", "type": "function", "function": {"name", "arguments": dict}}];
+    tool messages carry "tool_call_id" and "name".
+    """
+
+    name: str = "model"
+    is_diffusion: bool = False
+    block_size: int = 1
+    context_window: int = 32768
+    native_tools: bool = False  # True when tool calls may come back as NativeToolCall
+
+    def __init__(self, threshold: float = 0.95) -> None:
+        self.threshold = threshold
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """What front ends show about the model."""
+        return {"name": self.name, "is_diffusion": self.is_diffusion, "block_size": self.block_size,
+                "threshold": self.threshold, "context_window": self.context_window}
+
+    @abstractmethod
+    def stream(self, messages: list[dict], tools: list[dict], *, max_new_tokens: int = 2048,
+               cancel: threading.Event | None = None) -> Iterator[StreamItem]:
+        """Yields BlockText / DenoiseProgress items, then exactly one Completion (also on cancel)."""
+
+    def count_tokens(self, messages: list[dict], tools: list[dict]) -> int:
+        """Prompt size in tokens; the default estimates 4 characters per token."""
+        chars = sum(len(str(m.get("content") or "")) + len(json.dumps(m.get("tool_calls", ""))) + 8
+                    for m in messages)
+        return chars // 4 + len(json.dumps(tools)) // 4
+
+    def close(self) -> None:
+        """Releases resources (connections, model memory)."""
+
+
+class ThinkSplitter:
+    """Splits a text stream into thinking / answer pieces at <think> and </think> tags."""
+
+    def __init__(self, inside: bool = False) -> None:
+        self.inside = inside
+        self._pending = ""
+
+    def feed(self, text: str) -> list[tuple[str, bool]]:
+        """(piece, thinking) pairs for this delta; a tag cut between deltas is held back."""
+        text = self._pending + text
+        self._pending = ""
+        out: list[tuple[str, bool]] = []
+        while text:
+            tag = "</think>" if self.inside else "<think>"
+            k = text.find(tag)
+            if k >= 0:
+                if k:
+                    out.append((text[:k], self.inside))
+                self.inside = not self.inside
+                text = text[k + len(tag):]
+                continue
+            hold = _partial_tag_suffix(text, tag)
+            if hold:
+                self._pending = text[-hold:]
+                text = text[:-hold]
+            if text:
+                out.append((text, self.inside))
+            break
+        return out
+
+    def flush(self) -> list[tuple[str, bool]]:
+        pending, self._pending = self._pending, ""
+        return [(pending, self.inside)] if pending else []
+
+
+def _partial_tag_suffix(text: str, tag: str) -> int:
+    """Length of the longest suffix of text that is a proper prefix of tag."""
+    for n in range(min(len(tag) - 1, len(text)), 0, -1):
+        if text.endswith(tag[:n]):
+            return n
+    return 0
+
+
+def block_texts(splitter: ThinkSplitter, text: str, block_index: int, final: bool = False) -> list[BlockText]:
+    """BlockText events for one delta, split where thinking starts or ends."""
+    pieces = splitter.feed(text) + (splitter.flush() if final else [])
+    return [BlockText(piece, block_index, thinking) for piece, thinking in pieces if piece]

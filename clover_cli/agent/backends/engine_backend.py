@@ -1,0 +1,101 @@
+"""The in-process engine backend: specs `tiny`, a checkpoint directory, `hf:ORG/NAME`, `smollm2`.
+
+Maps engine events to agent events: BlockCommitted -> BlockText (thinking=True inside
+<think>...</think>), DenoiseStep -> DenoiseProgress. Repetition control and progressive ending
+are on by default (the model card's advice for long agent turns).
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Iterator
+
+from clover_cli.agent.backends.base import BackendError, Completion, ModelBackend, StreamItem, ThinkSplitter, block_texts
+from clover_cli.agent.events import DenoiseProgress
+from clover_cli.agent.render import render_prompt
+
+
+class EngineBackend(ModelBackend):
+    """Runs the model in this process through clover_cli.engine."""
+
+    def __init__(self, spec: str, threshold: float = 0.95, device: str | None = None,
+                 dtype: Any = None, lm: Any = None, repetition_penalty: float = 1.1,
+                 progressive_ending: bool = True, temperature: float = 0.0, top_p: float = 1.0,
+                 seed: int | None = None, denoise_events: bool = True, **_: object) -> None:
+        super().__init__(threshold)
+        from clover_cli.engine.decode import Engine
+        from clover_cli.engine.loader import ModelLoadError, load_model
+
+        if lm is None:
+            try:
+                lm = load_model(spec, device=device, dtype=dtype)
+            except ModelLoadError as e:
+                raise BackendError(str(e)) from None
+        self.lm = lm
+        self.engine = Engine(lm)
+        self.name = lm.name
+        self.is_diffusion = bool(lm.is_diffusion)
+        self.block_size = int(lm.block_size)
+        self.context_window = int(lm.context_window)
+        self.repetition_penalty = repetition_penalty
+        self.progressive_ending = progressive_ending
+        self.temperature = temperature
+        self.top_p = top_p
+        self.seed = seed
+        self.denoise_events = denoise_events
+        self._piece_cache: dict[int, str] = {}
+
+    def prompt_ids(self, messages: list[dict], tools: list[dict]) -> list[int]:
+        """The token ids of the rendered conversation, ending with the assistant's turn opening."""
+        return self.lm.encode(render_prompt(self.lm, messages, tools))
+
+    def count_tokens(self, messages: list[dict], tools: list[dict]) -> int:
+        return len(self.prompt_ids(messages, tools))
+
+    def _piece(self, token_id: int) -> str:
+        piece = self._piece_cache.get(token_id)
+        if piece is None:
+            piece = self._piece_cache[token_id] = self.lm.decode([token_id])
+        return piece
+
+    def stream(self, messages: list[dict], tools: list[dict], *, max_new_tokens: int = 2048,
+               cancel: threading.Event | None = None) -> Iterator[StreamItem]:
+        from clover_cli.engine.config import GenerationConfig
+        from clover_cli.engine.events import BlockCommitted, DenoiseStep, GenerationResult
+
+        prompt = render_prompt(self.lm, messages, tools)
+        ids = self.lm.encode(prompt)
+        room = self.context_window - len(ids)
+        if room < 1:
+            raise BackendError(f"the prompt ({len(ids)} tokens) does not fit the context window "
+                               f"({self.context_window} tokens)")
+        cfg = GenerationConfig(max_new_tokens=min(max_new_tokens, room), threshold=self.threshold,
+                               temperature=self.temperature, top_p=self.top_p, seed=self.seed,
+                               repetition_penalty=self.repetition_penalty,
+                               progressive_ending=self.progressive_ending)
+        # the template may open the thinking section in the prompt itself
+        tail = prompt.rstrip()
+        splitter = ThinkSplitter(inside=tail.endswith("<think>"))
+        result = None
+        last_block = 0
+        for ev in self.engine.stream(ids, cfg, cancel=cancel):
+            if isinstance(ev, DenoiseStep):
+                if self.denoise_events:
+                    pieces = tuple("" if m else self._piece(t) for t, m in zip(ev.token_ids, ev.masked))
+                    yield DenoiseProgress(ev.block_index, ev.step, pieces, tuple(ev.masked))
+            elif isinstance(ev, BlockCommitted):
+                last_block = ev.block_index
+                yield from block_texts(splitter, ev.text, ev.block_index)
+            elif isinstance(ev, GenerationResult):
+                result = ev
+        yield from block_texts(splitter, "", last_block, final=True)
+        if result is None:
+            raise BackendError("the engine ended without a result")
+        text = result.text
+        if splitter_opened(prompt) and "</think>" in text and "<think>" not in text:
+            text = "<think>" + text
+        yield Completion(text, result.finish_reason, stats=result.stats.as_dict())
+
+
+def splitter_opened(prompt: str) -> bool:
+    """True when the chat template left a <think> section open at the end of the prompt."""
+    return prompt.rstrip().endswith("<think>")

@@ -1,0 +1,237 @@
+"""`openai:BASE_URL#MODEL`: an OpenAI-compatible chat-completions server (vLLM, SGLang, hosted APIs).
+
+Standard library only (http.client). Requests stream (`stream: true`, server-sent events) and send
+the tool schemas as `tools`; streamed `tool_calls` deltas are assembled into NativeToolCalls, and
+when the server returns plain text the agent parses the call markup as for any model. Refused
+connections, 4xx, 5xx and timeouts become one-line BackendErrors; 429 and 5xx are retried with
+exponential backoff (honouring Retry-After) before any output has streamed.
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import queue
+import socket
+import threading
+import time
+import urllib.parse
+from typing import Any, Iterator
+
+from clover_cli.agent.backends.base import (BackendError, Completion, ModelBackend, NativeToolCall,
+                                            StreamItem, ThinkSplitter, block_texts)
+from clover_cli.agent.events import BlockText
+from clover_cli.agent.parsing import has_open_call, parse_tool_calls
+
+_EOF = object()
+
+
+class OpenAIBackend(ModelBackend):
+    """Streams chat completions from a remote server."""
+
+    native_tools = True
+
+    def __init__(self, base_url: str, model: str, threshold: float = 0.95, api_key: str | None = None,
+                 api_key_env: str | None = None, timeout: float = 120.0, retries: int = 3,
+                 backoff: float = 1.0, context_window: int = 32768, temperature: float | None = None,
+                 **_: object) -> None:
+        super().__init__(threshold)
+        parts = urllib.parse.urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise BackendError(f"bad server URL {base_url!r}")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.name = f"{model} @ {self.base_url}"
+        self._parts = parts
+        env = api_key_env or "OPENAI_API_KEY"
+        if api_key_env and not os.environ.get(api_key_env) and api_key is None:
+            raise BackendError(f"environment variable {api_key_env} (--api-key-env) is not set")
+        self.api_key = api_key if api_key is not None else os.environ.get(env, "")
+        self.timeout = float(timeout)
+        self.retries = int(retries)
+        self.backoff = float(backoff)
+        self.context_window = int(context_window)
+        self.temperature = temperature
+
+    # -- request -------------------------------------------------------------------------------
+    def request_body(self, messages: list[dict], tools: list[dict], max_new_tokens: int) -> dict:
+        """The JSON body of one chat-completions request."""
+        body: dict[str, Any] = {"model": self.model, "messages": to_openai_messages(messages),
+                                "stream": True, "max_tokens": max_new_tokens}
+        if tools:
+            body["tools"] = tools
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
+        return body
+
+    def _connect(self) -> http.client.HTTPConnection:
+        cls = http.client.HTTPSConnection if self._parts.scheme == "https" else http.client.HTTPConnection
+        return cls(self._parts.hostname, self._parts.port, timeout=self.timeout)
+
+    def _open(self, body: dict) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        """POSTs the request; retries 429/5xx and connection resets with backoff."""
+        path = (self._parts.path.rstrip("/") or "") + "/chat/completions"
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        data = json.dumps(body).encode("utf-8")
+        last = ""
+        for attempt in range(self.retries + 1):
+            conn = self._connect()
+            try:
+                conn.request("POST", path, body=data, headers=headers)
+                resp = conn.getresponse()
+            except ConnectionRefusedError:
+                conn.close()
+                raise BackendError(f"cannot reach {self.base_url}: connection refused") from None
+            except (socket.timeout, TimeoutError):
+                conn.close()
+                raise BackendError(f"{self.base_url} did not answer within {self.timeout:g} s") from None
+            except OSError as e:
+                conn.close()
+                last = f"cannot reach {self.base_url}: {e.strerror or e}"
+                if attempt < self.retries:
+                    time.sleep(self.backoff * 2 ** attempt)
+                    continue
+                raise BackendError(last) from None
+            if resp.status == 200:
+                return conn, resp
+            detail = _error_detail(resp)
+            conn.close()
+            last = f"{self.base_url} returned HTTP {resp.status}{': ' + detail if detail else ''}"
+            if (resp.status == 429 or resp.status >= 500) and attempt < self.retries:
+                wait = self.backoff * 2 ** attempt
+                retry_after = resp.getheader("Retry-After")
+                if retry_after and retry_after.strip().isdigit():
+                    wait = min(float(retry_after), 60.0)
+                time.sleep(wait)
+                continue
+            raise BackendError(last)
+        raise BackendError(last)
+
+    # -- streaming ------------------------------------------------------------------------------
+    def stream(self, messages: list[dict], tools: list[dict], *, max_new_tokens: int = 2048,
+               cancel: threading.Event | None = None) -> Iterator[StreamItem]:
+        start = time.perf_counter()
+        conn, resp = self._open(self.request_body(messages, tools, max_new_tokens))
+        lines: queue.Queue = queue.Queue()
+        reader = threading.Thread(target=_read_lines, args=(resp, lines), daemon=True)
+        reader.start()
+        splitter = ThinkSplitter()
+        text, chunks, finish, usage = "", 0, "stop", {}
+        calls: dict[int, dict[str, str]] = {}
+        last_data = time.monotonic()
+        try:
+            while True:
+                if cancel is not None and cancel.is_set():
+                    finish = "cancelled"
+                    break
+                try:
+                    line = lines.get(timeout=0.05)
+                except queue.Empty:
+                    if time.monotonic() - last_data > self.timeout:
+                        raise BackendError(f"{self.base_url} stopped streaming for {self.timeout:g} s") from None
+                    continue
+                last_data = time.monotonic()
+                if line is _EOF:
+                    break
+                if isinstance(line, BaseException):
+                    raise BackendError(f"the stream from {self.base_url} broke: {line}") from None
+                if not line.startswith("data:"):
+                    continue
+                payload = line[5:].strip()
+                if payload == "[DONE]":
+                    break
+                try:
+                    event = json.loads(payload)
+                except ValueError:
+                    continue
+                if isinstance(event.get("error"), dict):
+                    raise BackendError(f"{self.base_url} reported: {event['error'].get('message', event['error'])}")
+                usage = event.get("usage") or usage
+                for choice in event.get("choices") or []:
+                    delta = choice.get("delta") or {}
+                    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                    if reasoning:
+                        yield BlockText(reasoning, chunks, thinking=True)
+                    content = delta.get("content")
+                    if content:
+                        text += content
+                        yield from block_texts(splitter, content, chunks)
+                    for tc in delta.get("tool_calls") or []:
+                        slot = calls.setdefault(int(tc.get("index", len(calls))), {"id": "", "name": "", "arguments": ""})
+                        fn = tc.get("function") or {}
+                        slot["id"] = tc.get("id") or slot["id"]
+                        slot["name"] += fn.get("name") or ""
+                        slot["arguments"] += fn.get("arguments") or ""
+                    chunks += 1
+                    if choice.get("finish_reason"):
+                        finish = choice["finish_reason"]
+        finally:
+            conn.close()
+        yield from block_texts(splitter, "", chunks, final=True)
+        native = tuple(NativeToolCall(c["id"] or f"call_{i}", c["name"], c["arguments"])
+                       for i, c in sorted(calls.items()))
+        seconds = time.perf_counter() - start
+        tokens = int(usage.get("completion_tokens") or 0) or max(chunks, len(text) // 4)
+        stats = {"generated_tokens": tokens, "prompt_tokens": int(usage.get("prompt_tokens") or 0),
+                 "forwards": chunks, "total_seconds": round(seconds, 4),
+                 "tokens_per_second": round(tokens / seconds, 2) if seconds > 0 else 0.0}
+        yield Completion(text, finish, tool_calls=native, stats=stats)
+
+
+def _read_lines(resp: http.client.HTTPResponse, out: queue.Queue) -> None:
+    try:
+        while True:
+            raw = resp.readline()
+            if not raw:
+                break
+            out.put(raw.decode("utf-8", "replace").rstrip("\r\n"))
+    except (OSError, ValueError, http.client.HTTPException) as e:
+        out.put(e)
+        return
+    out.put(_EOF)
+
+
+def _error_detail(resp: http.client.HTTPResponse) -> str:
+    """The server's error message, one line."""
+    try:
+        raw = resp.read(4096).decode("utf-8", "replace")
+    except (OSError, http.client.HTTPException):
+        return ""
+    try:
+        data = json.loads(raw)
+        err = data.get("error", data) if isinstance(data, dict) else data
+        msg = err.get("message", "") if isinstance(err, dict) else str(err)
+    except ValueError:
+        msg = raw
+    return " ".join(str(msg).split())[:300]
+
+
+def to_openai_messages(messages: list[dict]) -> list[dict]:
+    """Canonical messages -> the chat-completions wire format (arguments as JSON strings; call
+    markup the model wrote as text is sent as native tool_calls so every server accepts it)."""
+    out = []
+    for m in messages:
+        role = m.get("role")
+        if role == "assistant":
+            content = m.get("content") or ""
+            msg: dict[str, Any] = {"role": "assistant"}
+            if m.get("tool_calls"):
+                if has_open_call(content):
+                    content = parse_tool_calls(content).text
+                msg["tool_calls"] = [{"id": tc["id"], "type": "function",
+                                      "function": {"name": tc["function"]["name"],
+                                                   "arguments": _args_json(tc["function"].get("arguments"))}}
+                                     for tc in m["tool_calls"]]
+            msg["content"] = content or None
+            out.append(msg)
+        elif role == "tool":
+            out.append({"role": "tool", "tool_call_id": m.get("tool_call_id", ""), "content": m.get("content") or ""})
+        else:
+            out.append({"role": role, "content": m.get("content") or ""})
+    return out
+
+
+def _args_json(args: Any) -> str:
+    return args if isinstance(args, str) else json.dumps(args or {}, ensure_ascii=False)

@@ -1,0 +1,70 @@
+"""`replay:FILE`: scripted completions for tests and demos.
+
+The file is {"completions": ["raw assistant text 1", ...]}; each model call returns the next one,
+streamed in small chunks and parsed exactly like a real model's output. Exhausted: an empty answer.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+from clover_cli.agent.backends.base import BackendError, Completion, ModelBackend, StreamItem, ThinkSplitter, block_texts
+
+
+class ReplayBackend(ModelBackend):
+    """Returns scripted completions one per call."""
+
+    def __init__(self, path: str | Path, threshold: float = 0.95, chunk_chars: int = 16,
+                 delay: float = 0.0, context_window: int = 32768, **_: object) -> None:
+        super().__init__(threshold)
+        self.path = Path(path)
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise BackendError(f"replay file {str(self.path)!r} not found") from None
+        except (OSError, ValueError) as e:
+            raise BackendError(f"replay file {str(self.path)!r} is not valid JSON: {e}") from None
+        comps = data.get("completions") if isinstance(data, dict) else None
+        if not isinstance(comps, list) or not all(isinstance(c, str) for c in comps):
+            raise BackendError(f"replay file {str(self.path)!r} must be {{\"completions\": [\"text\", ...]}}")
+        self.completions = list(comps)
+        self.calls = 0
+        self.prompts: list[list[dict]] = []  # what each call was given (for tests and demos)
+        self.name = f"replay:{self.path.name}"
+        self.chunk_chars = max(1, int(chunk_chars))
+        self.delay = float(delay)
+        self.context_window = int(context_window)
+        self._lock = threading.Lock()
+
+    def stream(self, messages: list[dict], tools: list[dict], *, max_new_tokens: int = 2048,
+               cancel: threading.Event | None = None) -> Iterator[StreamItem]:
+        with self._lock:
+            index = self.calls
+            self.calls += 1
+            self.prompts.append([dict(m) for m in messages])
+        text = self.completions[index] if index < len(self.completions) else ""
+        start = time.perf_counter()
+        splitter = ThinkSplitter()
+        sent = ""
+        for block, k in enumerate(range(0, len(text), self.chunk_chars)):
+            if cancel is not None and cancel.is_set():
+                yield Completion(sent, "cancelled", stats=_stats(sent, block, start))
+                return
+            chunk = text[k:k + self.chunk_chars]
+            sent += chunk
+            yield from block_texts(splitter, chunk, block)
+            if self.delay:
+                time.sleep(self.delay)
+        yield from block_texts(splitter, "", len(text) // self.chunk_chars, final=True)
+        yield Completion(text, "stop", stats=_stats(text, -(-len(text) // self.chunk_chars), start))
+
+
+def _stats(text: str, blocks: int, start: float) -> dict:
+    seconds = time.perf_counter() - start
+    tokens = len(text) // 4
+    return {"generated_tokens": tokens, "forwards": blocks, "blocks": blocks,
+            "total_seconds": round(seconds, 4),
+            "tokens_per_second": round(tokens / seconds, 2) if seconds > 0 else 0.0}

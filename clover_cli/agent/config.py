@@ -1,0 +1,56 @@
+"""The agent's configuration (one dataclass, validated on creation)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+APPROVAL_MODES = ("ask", "auto-edit", "yolo", "read-only")
+
+
+@dataclass
+class AgentConfig:
+    """Settings of one agent session.
+
+    approval: "ask" (edits and shell need a yes), "auto-edit" (edits apply, shell asks),
+    "yolo" (everything runs), "read-only" (no writes; only allow-listed read-only shell commands).
+    shell_allow: shell command prefixes that run without asking (outside read-only).
+    protected_paths: repo-relative files or folders the agent may not write.
+    """
+
+    root: Path
+    approval: str = "ask"
+    max_steps: int = 30
+    max_format_errors: int = 3
+    shell_allow: tuple[str, ...] = ()
+    protected_paths: tuple[str, ...] = ()
+    session_id: str | None = None
+    max_consecutive_errors: int = 5  # tool failures in a row before the turn stops
+    max_new_tokens: int = 2048  # per model call
+    max_output_chars: int = 12000  # tool output kept for the model (head + tail)
+    context_window: int | None = None  # None: the backend's
+    tool_timeout: float | None = 300.0  # seconds, for tools that run commands
+    keep_recent_tool_outputs: int = 3  # tool outputs never elided when the context is tight
+    extra_instructions: str = ""  # appended to the system prompt (e.g. by `clover fix`)
+    save_session: bool = True
+    meta: dict = field(default_factory=dict)  # free-form, written into the session header
+
+    def __post_init__(self) -> None:
+        self.root = Path(self.root).expanduser().resolve()
+        if not self.root.is_dir():
+            raise ValueError(f"root {str(self.root)!r} is not a directory")
+        if self.approval not in APPROVAL_MODES:
+            raise ValueError(f"approval must be one of {', '.join(APPROVAL_MODES)}, got {self.approval!r}")
+        if self.max_steps < 1:
+            raise ValueError("max_steps must be >= 1")
+        if self.max_format_errors < 1:
+            raise ValueError("max_format_errors must be >= 1")
+        if self.max_consecutive_errors < 1:
+            raise ValueError("max_consecutive_errors must be >= 1")
+        if self.max_new_tokens < 1:
+            raise ValueError("max_new_tokens must be >= 1")
+        if self.max_output_chars < 200:
+            raise ValueError("max_output_chars must be >= 200")
+        if self.context_window is not None and self.context_window < 256:
+            raise ValueError("context_window must be >= 256")
+        self.shell_allow = tuple(p.strip() for p in self.shell_allow if p.strip())
+        self.protected_paths = tuple(p.strip().strip("/") for p in self.protected_paths if p.strip())

@@ -1,0 +1,131 @@
+"""Runs one tool call for the loop: protected paths, approval, live output, the result.
+
+A generator: yields agent events (ApprovalRequested, ToolOutput, Notice) and returns the
+ToolResult through StopIteration (use `result = yield from execute_call(...)`).
+"""
+from __future__ import annotations
+
+import posixpath
+import queue
+import threading
+from concurrent.futures import Future, TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from clover_cli.agent.approvals import ApprovalPolicy
+from clover_cli.agent.events import AgentEvent, ApprovalAnswer, ApprovalRequested, Notice, ToolOutput
+from clover_cli.agent.prompt_files import observation
+from clover_cli.tools.base import ToolResult
+
+_DONE = object()
+
+
+@dataclass
+class CallContext:
+    root: Path
+    policy: ApprovalPolicy
+    protected_paths: tuple[str, ...]
+    cancel: threading.Event
+    timeout: float | None
+    before_write: Callable[[list[str]], None]  # called with planned writes before a writing tool runs
+    log: Callable[[dict], None]
+
+
+def _norm(path: str) -> str:
+    p = posixpath.normpath(str(path).replace("\\", "/")).lstrip("/")
+    return "" if p == "." else p
+
+
+def protected_hit(paths: list[str], protected: tuple[str, ...]) -> str | None:
+    """The first planned path that is (or is inside) a protected path."""
+    for path in paths:
+        p = _norm(path)
+        for q in protected:
+            q = _norm(q)
+            if q and (p == q or p.startswith(q + "/")):
+                return path
+    return None
+
+
+def _wait(future: Future, cancel: threading.Event) -> ApprovalAnswer | None:
+    """The answer, or None when the turn was cancelled while waiting."""
+    while True:
+        if cancel.is_set():
+            return None
+        try:
+            answer = future.result(timeout=0.05)
+        except FutureTimeout:
+            continue
+        if isinstance(answer, ApprovalAnswer):
+            return answer
+        if isinstance(answer, str) and answer in ("yes", "no", "always"):
+            return ApprovalAnswer(answer)  # type: ignore[arg-type]
+        return ApprovalAnswer("no", "invalid approval answer")
+
+
+def execute_call(call_id: str, name: str, args: dict, ctx: CallContext) -> Iterator[AgentEvent]:
+    """Applies the policy to one call and runs it; returns its ToolResult."""
+    from clover_cli.tools import registry
+
+    writing = registry.is_writing_tool(name)
+    planned: list[str] = []
+    if writing or ctx.protected_paths:
+        try:
+            planned = list(registry.planned_writes(name, args, ctx.root))
+        except Exception:  # a bad call: run_tool reports the argument error itself
+            planned = []
+    hit = protected_hit(planned, ctx.protected_paths) if ctx.protected_paths else None
+    if hit is not None:
+        return ToolResult(False, observation("protected", name=name, path=hit), {"error": "protected"})
+    decision = ctx.policy.decide(name, args)
+    if decision.verdict == "refuse":
+        return ToolResult(False, observation("refused", name=name, reason=decision.reason), {"error": "refused"})
+    if decision.verdict == "ask":
+        try:
+            summary = registry.preview(name, args, ctx.root)
+        except Exception as e:  # preview of a malformed call: show the arguments instead
+            summary = f"{name} {args} ({e})"
+        future: Future = Future()
+        yield ApprovalRequested(call_id, name, dict(args), summary, decision.always_key, future)
+        answer = _wait(future, ctx.cancel)
+        if answer is None:
+            return ToolResult(False, observation("cancelled_tool"), {"error": "cancelled"})
+        ctx.log({"type": "approval", "call_id": call_id, "name": name, "decision": answer.decision,
+                 "feedback": answer.feedback, "always_key": decision.always_key})
+        if answer.decision == "no":
+            text = (observation("denied_feedback", name=name, feedback=answer.feedback) if answer.feedback
+                    else observation("denied", name=name))
+            return ToolResult(False, text, {"error": "denied"})
+        if answer.decision == "always":
+            ctx.policy.remember(name, args, decision.always_key)
+            yield Notice(f"Approved {decision.always_key!r} for this project (.clover/approvals.json).")
+    if writing and planned:
+        ctx.before_write(planned)
+    return (yield from _run_streaming(call_id, name, args, ctx))
+
+
+def _run_streaming(call_id: str, name: str, args: dict, ctx: CallContext) -> Iterator[AgentEvent]:
+    """Runs the tool in a worker thread and yields its output chunks as they come."""
+    from clover_cli.tools import registry
+
+    chunks: queue.Queue = queue.Queue()
+    holder: dict[str, ToolResult] = {}
+
+    def work() -> None:
+        try:
+            holder["result"] = registry.run_tool(name, args, ctx.root, on_output=chunks.put, timeout=ctx.timeout)
+        except Exception as e:  # a tool bug must not kill the session; the model reads it
+            holder["result"] = ToolResult(False, f"tool {name} failed unexpectedly: {type(e).__name__}: {e}",
+                                          {"error": "crash"})
+        finally:
+            chunks.put(_DONE)
+
+    threading.Thread(target=work, name=f"tool-{name}", daemon=True).start()
+    while True:
+        item = chunks.get()
+        if item is _DONE:
+            break
+        if isinstance(item, str) and item:
+            yield ToolOutput(call_id, name, item)
+    return holder["result"]

@@ -1,0 +1,81 @@
+"""A scripted OpenAI-compatible chat-completions server on 127.0.0.1 for the backend tests."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def sse_text(*pieces: str) -> list[dict]:
+    """Stream chunks for plain text content."""
+    return [{"choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]} for p in pieces] + \
+        [{"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}]
+
+
+def sse_tool_call(call_id: str, name: str, arg_pieces: list[str], text: str = "") -> list[dict]:
+    """Stream chunks for one native tool call whose arguments arrive in pieces."""
+    chunks = [{"choices": [{"index": 0, "delta": {"content": text}}]}] if text else []
+    chunks.append({"choices": [{"index": 0, "delta": {"tool_calls": [
+        {"index": 0, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}]}}]})
+    for piece in arg_pieces:
+        chunks.append({"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "function": {"arguments": piece}}]}}]})
+    chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
+                   "usage": {"prompt_tokens": 10, "completion_tokens": 7}})
+    return chunks
+
+
+class ScriptedServer:
+    """Answers each POST with the next scripted response: a list of SSE chunks, or
+    {"status": N, "body": {...}} for an error, or {"sleep": seconds} to stall."""
+
+    def __init__(self, responses: list) -> None:
+        self.responses = list(responses)
+        self.requests: list[dict] = []  # {"path", "headers", "body"}
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep test output clean
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                outer.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                resp = outer.responses.pop(0) if outer.responses else sse_text("")
+                if isinstance(resp, dict) and "sleep" in resp:
+                    time.sleep(resp["sleep"])
+                    return
+                if isinstance(resp, dict):
+                    data = json.dumps(resp.get("body", {})).encode()
+                    self.send_response(resp["status"])
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                for chunk in resp:
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def __enter__(self) -> "ScriptedServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
