@@ -1,0 +1,75 @@
+"""Streaming filter that hides tool-call markup from the assistant's rendered answer.
+
+Tool calls get their own panel (from ToolCallProposed), so `<tool_call>...</tool_call>` sections
+and stray `<think>` tags are dropped from the Markdown. Tags may be split across deltas, so a
+possible partial tag at the end of a delta is held back until the next one.
+"""
+from __future__ import annotations
+
+_HIDDEN = (("<tool_call>", "</tool_call>"),)
+_DROPPED_TAGS = ("<think>", "</think>", "<tool_response>", "</tool_response>")
+
+
+class MarkupFilter:
+    """Feed deltas with `feed`, call `flush` at the end of a message."""
+
+    def __init__(self) -> None:
+        self._pending = ""
+        self._closing: str | None = None  # the close tag we are waiting for while hiding
+
+    def feed(self, delta: str) -> str:
+        """Return the visible part of `delta` that is safe to show now."""
+        text = self._pending + delta
+        self._pending = ""
+        out: list[str] = []
+        while text:
+            if self._closing is not None:
+                end = text.find(self._closing)
+                if end < 0:
+                    self._pending = _partial_suffix(text, (self._closing,))
+                    return "".join(out)
+                text = text[end + len(self._closing):]
+                self._closing = None
+                continue
+            idx, tag, close = _first_tag(text)
+            if idx < 0:
+                keep = _partial_suffix(text, [o for o, _ in _HIDDEN] + list(_DROPPED_TAGS))
+                out.append(text[: len(text) - len(keep)])
+                self._pending = keep
+                break
+            out.append(text[:idx])
+            text = text[idx + len(tag):]
+            self._closing = close
+        return "".join(out)
+
+    def flush(self) -> str:
+        """End of message: return what was held back (unless inside hidden markup)."""
+        rest = "" if self._closing is not None else self._pending
+        self._pending = ""
+        self._closing = None
+        return rest
+
+
+def _first_tag(text: str) -> tuple[int, str, str | None]:
+    best = (-1, "", None)
+    for open_tag, close_tag in _HIDDEN:
+        i = text.find(open_tag)
+        if i >= 0 and (best[0] < 0 or i < best[0]):
+            best = (i, open_tag, close_tag)
+    for tag in _DROPPED_TAGS:
+        i = text.find(tag)
+        if i >= 0 and (best[0] < 0 or i < best[0]):
+            best = (i, tag, None)
+    return best
+
+
+def _partial_suffix(text: str, tags) -> str:
+    """The longest suffix of `text` that is a proper prefix of one of `tags`."""
+    longest = ""
+    for tag in tags:
+        for n in range(min(len(tag) - 1, len(text)), 0, -1):
+            if text.endswith(tag[:n]):
+                if n > len(longest):
+                    longest = text[-n:]
+                break
+    return longest

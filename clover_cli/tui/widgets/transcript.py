@@ -1,0 +1,126 @@
+"""The scrolling transcript: user prompts, streamed answers, thinking, tool panels, notices."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from textual.containers import VerticalScroll
+from textual.widget import Widget
+from textual.widgets import Static
+
+from clover_cli.tui.textfilter import MarkupFilter
+from clover_cli.tui.widgets.messages import (AssistantMessage, NoticeLine, ThinkingBlock,
+                                             UserMessage)
+from clover_cli.tui.widgets.tool_panel import ToolPanel, code_view
+
+
+class Transcript(VerticalScroll):
+    """Owns the current streaming message; `flush` renders buffered text once per frame."""
+
+    def __init__(self, id: str | None = None) -> None:
+        super().__init__(id=id, classes="transcript")
+        self._answer: AssistantMessage | None = None
+        self._thinking: ThinkingBlock | None = None
+        self._filter = MarkupFilter()
+        self._retiring: list = []  # closed messages with text still buffered
+        self.panels: dict[str, ToolPanel] = {}
+
+    def on_mount(self) -> None:
+        self.anchor()
+
+    def _add(self, widget: Widget) -> Widget:
+        self.mount(widget)
+        return widget
+
+    def add_user(self, text: str) -> UserMessage:
+        """Append the user's prompt."""
+        self.end_message()
+        return self._add(UserMessage(text))
+
+    def add_notice(self, message: str, level: str = "info") -> NoticeLine:
+        """Append a notice line."""
+        return self._add(NoticeLine(message, level))
+
+    def add_static(self, renderable: Any, classes: str = "") -> Static:
+        """Append any renderable (help table, diff, session list)."""
+        return self._add(Static(renderable, classes=classes))
+
+    def add_code(self, text: str, lexer: str | None = None) -> Static:
+        """Append a syntax-highlighted block (diffs are detected)."""
+        return self._add(Static(code_view(text, lexer), classes="code-block"))
+
+    def stream(self, text: str, thinking: bool = False) -> None:
+        """Buffer a committed block of the answer (or of a `<think>` section)."""
+        if thinking:
+            if self._thinking is None:
+                self._thinking = self._add(ThinkingBlock())
+            self._thinking.push(text.replace("<think>", "").replace("</think>", ""))
+            return
+        if self._thinking is not None:
+            self._close_thinking()
+        visible = self._filter.feed(text)
+        if not visible:
+            return
+        if self._answer is None:
+            if not visible.strip():
+                return
+            visible = visible.lstrip("\n")
+            self._answer = self._add(AssistantMessage())
+        self._answer.push(visible)
+
+    @property
+    def dirty(self) -> bool:
+        """True when buffered text waits for a frame."""
+        return bool((self._answer and self._answer.dirty) or self._retiring
+                    or (self._thinking and self._thinking.body.dirty))
+
+    def flush(self) -> None:
+        """Render what was buffered since the last frame."""
+        if self._answer is not None:
+            self._answer.flush()
+        if self._thinking is not None:
+            self._thinking.flush()
+        if self._retiring:
+            self._retiring = [w for w in self._retiring if not w.flush() and w.dirty]
+
+    def end_message(self) -> None:
+        """Close the streaming message (a tool call or the turn's end follows)."""
+        rest = self._filter.flush()
+        if rest and self._answer is not None:
+            self._answer.push(rest)
+        if self._answer is not None:
+            self._retire(self._answer)
+            self._answer = None
+        if self._thinking is not None:
+            self._close_thinking()
+
+    def _retire(self, widget) -> None:
+        widget.flush()
+        if widget.dirty:  # not mounted yet or previous append in flight: a later frame finishes it
+            self._retiring.append(widget)
+
+    def _close_thinking(self) -> None:
+        self._retire(self._thinking.body)
+        self._thinking.finish()
+        self._thinking = None
+
+    def add_tool(self, call_id: str, name: str, arguments: Mapping[str, Any]) -> ToolPanel:
+        """Append a tool panel (closing the current answer first)."""
+        self.end_message()
+        panel = ToolPanel(call_id, name, arguments)
+        self.panels[call_id] = panel
+        return self._add(panel)
+
+    def panel(self, call_id: str, name: str = "", arguments: Mapping[str, Any] | None = None) -> ToolPanel:
+        """The panel for `call_id`, created if the proposal event was not seen."""
+        if call_id not in self.panels:
+            return self.add_tool(call_id, name, arguments or {})
+        return self.panels[call_id]
+
+    def clear(self) -> None:
+        """Remove every entry."""
+        self._answer = None
+        self._thinking = None
+        self._filter = MarkupFilter()
+        self._retiring = []
+        self.panels.clear()
+        self.remove_children()
