@@ -1,0 +1,87 @@
+"""`clover fix TEST`: make a failing test pass (exit 0 passing, 1 still failing, 2 bad input)."""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+
+def _fail(message: str) -> None:
+    click.echo(f"clover fix: error: {message}", err=True)
+    sys.exit(2)
+
+
+@click.command("fix", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("test")
+@click.option("--test-cmd", default=None, metavar="CMD",
+              help="Test command with a {test} placeholder (default: `test_cmd` in .clover/config.toml, "
+                   "else `python -m pytest -x -q {test}`).")
+@click.option("--model", "model", default=None, help="Model spec (default: the bundled tiny model).")
+@click.option("--root", default=None, type=click.Path(), help="Repository root (default: cwd).")
+@click.option("--attempts", default=3, show_default=True, type=int, help="Agent turns before giving up.")
+@click.option("--max-steps", default=30, show_default=True, type=int, help="Tool steps per agent turn.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the outcome.")
+@click.option("--allow-test-edits", is_flag=True, help="Let the agent change the test file(s).")
+@click.pass_context
+def fix(ctx: click.Context, test, test_cmd, model, root, attempts, max_steps, as_json,
+        allow_test_edits) -> None:
+    """Make the failing TEST pass; the test is re-run by clover itself after each agent turn.
+
+    TEST is a test id (tests/test_x.py::test_y), a file, or an option expression such as
+    "-k name" (put it after `--`). Changes the agent makes are checkpointed: `clover undo`
+    restores them. The test file(s) cannot be changed unless --allow-test-edits.
+    """
+    from pathlib import Path
+
+    from clover_cli.engine.spec import SpecError, parse_spec
+    from clover_cli.modes.fix import FixError, FixOptions, run_fix
+
+    parent = ctx.parent.params if ctx.parent is not None else {}
+    model = model or parent.get("model")
+    root = root or parent.get("root") or "."
+    try:
+        spec = parse_spec(model)
+        opts = FixOptions(test=test, root=Path(root), test_cmd=test_cmd, attempts=attempts,
+                          max_steps=max_steps, allow_test_edits=allow_test_edits)
+    except (SpecError, FixError) as exc:
+        _fail(str(exc))
+
+    def make_backend():
+        from clover_cli.agent.backends import make_backend as make
+
+        return make(str(spec) if spec.kind != "replay" else f"replay:{spec.value}")
+
+    log = sys.stderr
+    try:
+        result = run_fix(opts, make_backend, log=log)
+    except FixError as exc:
+        _fail(str(exc))
+    except KeyboardInterrupt:
+        click.echo("clover fix: interrupted", err=True)
+        sys.exit(130)
+
+    if as_json:
+        click.echo(json.dumps(result.as_dict(), ensure_ascii=False))
+    else:
+        _print_human(result)
+    sys.exit(0 if result.passed else 1)
+
+
+def _print_human(result) -> None:
+    command = " ".join(result.command)
+    if result.status == "already_passing":
+        click.echo(f"The test already passes: {command}")
+        return
+    if result.diff.strip():
+        click.echo(result.diff.rstrip("\n"))
+    else:
+        click.echo("(no changes)")
+    if result.reverted_test_edits:
+        click.echo("Reverted changes to the test file(s): " + ", ".join(result.reverted_test_edits))
+    tail = [ln for ln in result.test_output.rstrip().splitlines() if ln.strip()][-15:]
+    click.echo("\n".join(tail))
+    verdict = "PASSED" if result.passed else "FAILED"
+    click.echo(f"{verdict} after {result.attempts} attempt(s): {command}")
+    if result.passed and result.changed_files:
+        click.echo("Undo with `clover undo` (edits are checkpointed).")

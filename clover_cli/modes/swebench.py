@@ -1,0 +1,286 @@
+"""`clover swebench`: SWE-bench-style instances in, `preds.jsonl` (+ report, trajectories) out.
+
+Per instance: a detached worktree of the local clone at base_commit, one headless agent turn
+(approval "yolo": the worktree is disposable) on the problem statement, the patch = `git diff`
+against base_commit (new files included, `.clover/` excluded), written to the predictions file at
+once. Instances run on worker threads; any failure of one instance is recorded and the batch goes
+on. Nothing is fetched from the network.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from clover_cli.modes.evaluate import evaluate_prediction
+from clover_cli.modes.headless import BackendProvider, drive_turn
+from clover_cli.modes.instances import Instance, InstanceError, load_instances
+from clover_cli.modes.predictions import PredictionsFile
+from clover_cli.modes.progress import Progress
+from clover_cli.modes.report import BatchReport, report_path, trajectories_dir
+from clover_cli.modes.worktree import WorktreeError, add_worktree, diff_worktree, find_clone, remove_worktree
+
+
+class BatchError(ValueError):
+    """Bad input for the whole batch (exit 2); one line for the user."""
+
+
+@dataclass
+class BatchOptions:
+    """What `clover swebench` was asked to do."""
+
+    instances: Path
+    output: Path
+    model: str
+    repos_dir: Path = Path(".")
+    workdir: Path | None = None  # None: a temporary folder, removed at the end
+    workers: int = 1
+    instance_ids: tuple[str, ...] = ()
+    redo: bool = False
+    evaluate: bool = False
+    max_steps: int = 30
+    test_cmd: str | None = None  # evaluation command template ({tests} / {test})
+    keep_worktrees: bool = False
+    model_name: str | None = None
+    test_timeout: float = 900.0
+
+    def __post_init__(self) -> None:
+        self.instances = Path(self.instances).expanduser()
+        self.output = Path(self.output).expanduser()
+        self.repos_dir = Path(self.repos_dir).expanduser()
+        if self.workers < 1:
+            raise BatchError("--workers must be at least 1")
+        if self.max_steps < 1:
+            raise BatchError("--max-steps must be at least 1")
+        if not self.repos_dir.is_dir():
+            raise BatchError(f"--repos-dir {str(self.repos_dir)!r} is not a directory")
+        if self.output.exists() and not self.output.is_file():
+            raise BatchError(f"--output {str(self.output)!r} is not a file")
+        if self.output.suffix == ".json" and self.output.name.endswith(".report.json"):
+            raise BatchError("--output must not be a report file")
+        self.model_name = self.model_name or f"clover/{self.model}"
+
+
+def safe_name(instance_id: str) -> str:
+    """A file-name-safe form of an instance id (kept readable)."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", instance_id).strip("._") or "instance"
+    if name != instance_id:
+        name += "-" + hashlib.sha1(instance_id.encode()).hexdigest()[:6]
+    return name
+
+
+def _patch_sha(patch: str) -> str:
+    return hashlib.sha256(patch.encode("utf-8")).hexdigest()[:16]
+
+
+def _patch_lines(patch: str) -> int:
+    return sum(1 for ln in patch.splitlines()
+               if ln[:1] in "+-" and not ln.startswith(("+++ ", "--- ")))
+
+
+@dataclass
+class _Batch:
+    opts: BatchOptions
+    provider: BackendProvider
+    preds: PredictionsFile
+    report: BatchReport
+    progress: Progress
+    workdir: Path
+    traj_dir: Path
+    task_template: str
+    running_agents: set = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _save_trajectory(batch: _Batch, inst: Instance, agent, trace: list[str]) -> str | None:
+    batch.traj_dir.mkdir(parents=True, exist_ok=True)
+    name = safe_name(inst.instance_id)
+    (batch.traj_dir / f"{name}.log").write_text("\n".join(trace) + "\n", encoding="utf-8")
+    src = getattr(agent, "session_path", None) if agent is not None else None
+    if src and Path(src).is_file():
+        dest = batch.traj_dir / f"{name}.jsonl"
+        shutil.copyfile(src, dest)
+        return str(dest)
+    return str(batch.traj_dir / f"{name}.log")
+
+
+class _ListLog:
+    """A write()-able sink that keeps lines (the per-instance trace)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def write(self, text: str) -> None:
+        self.lines.extend(ln for ln in text.splitlines() if ln)
+
+    def flush(self) -> None:
+        pass
+
+
+def _run_agent(batch: _Batch, inst: Instance, tree: Path, trace: _ListLog) -> tuple[dict, object]:
+    from clover_cli.agent import Agent, AgentConfig
+    from clover_cli.agent.prompt_files import render
+
+    backend = batch.provider.get()
+    agent = None
+    try:
+        cfg = AgentConfig(root=tree, approval="yolo", max_steps=batch.opts.max_steps,
+                          meta={"mode": "swebench", "instance_id": inst.instance_id,
+                                "repo": inst.repo, "base_commit": inst.base_commit})
+        agent = Agent(backend, cfg)
+        with batch.lock:
+            batch.running_agents.add(agent)
+        task = render(batch.task_template, repo=inst.repo, instance_id=inst.instance_id,
+                      problem_statement=inst.problem_statement)
+        record = drive_turn(agent, task, log=trace)
+    finally:
+        with batch.lock:
+            batch.running_agents.discard(agent)
+        batch.provider.release(backend)
+    entry = {"reason": record.reason, "tool_calls": record.tool_calls}
+    if record.reason == "error":
+        entry["error"] = "agent failed: " + ("; ".join(record.errors) or "unknown error")
+    elif record.errors:
+        entry["agent_errors"] = record.errors[-3:]
+    if record.stats:
+        entry["stats"] = record.stats
+    return entry, agent
+
+
+def _evaluate(batch: _Batch, inst: Instance, clone: Path, patch: str) -> dict:
+    previous = batch.report.previous.get(inst.instance_id, {}).get("evaluation")
+    sha = _patch_sha(patch)
+    if not batch.opts.redo and isinstance(previous, dict) and previous.get("patch_sha") == sha:
+        return previous
+    dest = batch.workdir / (safe_name(inst.instance_id) + ".eval")
+    ev = evaluate_prediction(clone, inst, patch, dest, batch.opts.test_cmd,
+                             batch.opts.test_timeout, keep=batch.opts.keep_worktrees)
+    ev["patch_sha"] = sha
+    return ev
+
+
+def process_instance(batch: _Batch, inst: Instance) -> dict:
+    """Run (or skip) one instance and record it; never raises for an instance-level failure."""
+    start = time.monotonic()
+    opts = batch.opts
+    existing = None if opts.redo else batch.preds.get(inst.instance_id)
+    entry: dict = {"repo": inst.repo, "base_commit": inst.base_commit}
+    tree = batch.workdir / safe_name(inst.instance_id)
+    clone = None
+    try:
+        clone = find_clone(opts.repos_dir, inst.repo_folder)
+        if existing is not None:
+            patch = existing["model_patch"]
+            entry.update(status="skipped", patch_lines=_patch_lines(patch))
+            old = batch.report.previous.get(inst.instance_id, {})
+            for key in ("reason", "trajectory", "tool_calls"):
+                if key in old:
+                    entry[key] = old[key]
+        else:
+            add_worktree(clone, inst.base_commit, tree)
+            trace = _ListLog()
+            agent = None
+            try:
+                run_entry, agent = _run_agent(batch, inst, tree, trace)
+                entry.update(run_entry)
+                if "error" not in entry:
+                    patch = diff_worktree(tree, inst.base_commit)
+                    batch.preds.put(inst.instance_id, opts.model_name, patch)
+                    entry.update(status="done", patch_lines=_patch_lines(patch))
+            finally:
+                entry["trajectory"] = _save_trajectory(batch, inst, agent, trace.lines)
+                if not opts.keep_worktrees:
+                    remove_worktree(clone, tree)
+            if "error" in entry:
+                entry["status"] = "error"
+        if opts.evaluate and entry.get("status") in ("done", "skipped"):
+            entry["evaluation"] = _evaluate(batch, inst, clone, patch)
+    except WorktreeError as exc:
+        entry.update(status="error", error=str(exc))
+    except Exception as exc:  # anything else from one instance: reported, the batch goes on
+        entry.update(status="error", error=f"{type(exc).__name__}: {exc}")
+        if clone is not None and not opts.keep_worktrees:
+            remove_worktree(clone, tree)
+    entry["seconds"] = round(time.monotonic() - start, 2)
+    batch.report.set(inst.instance_id, entry)
+    return entry
+
+
+def _select(instances: list[Instance], ids: tuple[str, ...]) -> tuple[list[Instance], list[str]]:
+    if not ids:
+        return instances, []
+    wanted = list(dict.fromkeys(i.strip() for raw in ids for i in raw.split(",") if i.strip()))
+    by_id = {inst.instance_id: inst for inst in instances}
+    return [by_id[i] for i in wanted if i in by_id], [i for i in wanted if i not in by_id]
+
+
+def run_batch(opts: BatchOptions, factory, in_process: bool, *,
+              progress_stream: TextIO | None = None, preloaded=None) -> BatchReport:
+    """Run the whole batch; BatchError for bad input that stops it before it starts.
+
+    `factory(spec)` makes a backend; `preloaded`: an in-process backend already loaded (shared by
+    all workers under a lock).
+    """
+    from clover_cli.modes.instances import InstanceFileError
+
+    try:
+        instances, bad = load_instances(opts.instances)
+    except InstanceFileError as exc:
+        raise BatchError(str(exc)) from None
+    selected, unknown = _select(instances, opts.instance_ids)
+    preds = PredictionsFile(opts.output)
+    preds.flush()
+    report = BatchReport(report_path(opts.output), {
+        "model_name_or_path": opts.model_name, "instances_file": str(opts.instances),
+        "predictions": str(opts.output), "evaluate": opts.evaluate,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    for err in bad:
+        if not opts.instance_ids or err.instance_id in opts.instance_ids:
+            report.set(err.key(), {"status": "error", "error": f"{err.where}: {err.message}"})
+    for missing in unknown:
+        report.set(missing, {"status": "error", "error": "instance id not in the instances file"})
+    report.write()
+
+    own_workdir = opts.workdir is None
+    workdir = Path(tempfile.mkdtemp(prefix="clover-swebench-")) if own_workdir else Path(opts.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = workdir.resolve()
+    progress = Progress(len(selected) + len(report.instances), stream=progress_stream)
+    for key in report.instances:
+        progress.finish("error", f"error {key}", was_running=False)
+    batch = _Batch(opts, BackendProvider(opts.model, factory, in_process, preloaded), preds, report,
+                   progress, workdir, trajectories_dir(opts.output), "swebench_task.md")
+
+    def work(inst: Instance) -> dict:
+        progress.start(f"start {inst.instance_id}")
+        entry = process_instance(batch, inst)
+        progress.finish(entry.get("status", "error"), f"{entry.get('status')} {inst.instance_id}")
+        return entry
+
+    pool = ThreadPoolExecutor(max_workers=opts.workers, thread_name_prefix="clover-swebench")
+    try:
+        futures = [pool.submit(work, inst) for inst in selected]
+        for fut in as_completed(futures):
+            fut.result()
+    except KeyboardInterrupt:
+        for fut in futures:
+            fut.cancel()
+        with batch.lock:
+            for agent in list(batch.running_agents):
+                agent.cancel()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        progress.close()
+        batch.provider.close()
+        report.write()
+        if own_workdir and not opts.keep_worktrees:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return report

@@ -1,0 +1,154 @@
+"""Running a project's test command: argv building, trimming output, reading pytest results.
+
+Commands are run without a shell. A template is split with shlex; the token `{test}` becomes the
+test id (or, for a `-k ...`-style expression, its own shlex split), `{tests}` becomes all ids.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_FIX_CMD = "python -m pytest -x -q {test}"
+DEFAULT_EVAL_CMD = "python -m pytest -q -rA -p no:cacheprovider {tests}"
+PYTEST_USAGE_ERROR = 4
+PYTEST_NO_TESTS = 5
+
+
+class TestCommandError(ValueError):
+    """A test command that cannot be built or started; one line for the user."""
+
+
+@dataclass(frozen=True)
+class TestRun:
+    """One run of the test command."""
+
+    argv: tuple[str, ...]
+    returncode: int
+    output: str  # stdout and stderr together
+    seconds: float
+    timed_out: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+
+def project_test_cmd(root: Path) -> str | None:
+    """`test_cmd` from `<root>/.clover/config.toml`, if set; TestCommandError if unreadable."""
+    path = Path(root) / ".clover" / "config.toml"
+    if not path.is_file():
+        return None
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise TestCommandError(f"cannot read {path}: {exc}") from None
+    value = data.get("test_cmd")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise TestCommandError(f"{path}: test_cmd must be a non-empty string")
+    return value
+
+
+def _python() -> str:
+    # `python` from PATH honours an activated project venv; fall back to our own interpreter.
+    return shutil.which("python") or sys.executable
+
+
+def _test_tokens(test: str) -> list[str]:
+    return shlex.split(test) if test.lstrip().startswith("-") else [test]
+
+
+def build_argv(template: str, tests: list[str]) -> list[str]:
+    """The argv for a command template and test ids (see the module doc for placeholders)."""
+    try:
+        tokens = shlex.split(template)
+    except ValueError as exc:
+        raise TestCommandError(f"bad test command {template!r}: {exc}") from None
+    if not tokens:
+        raise TestCommandError("empty test command")
+    argv: list[str] = []
+    placed = False
+    for tok in tokens:
+        if tok == "{test}":
+            argv.extend(t for test in tests for t in _test_tokens(test))
+            placed = True
+        elif tok == "{tests}":
+            argv.extend(tests)
+            placed = True
+        elif "{test}" in tok or "{tests}" in tok:
+            argv.append(tok.replace("{tests}", " ".join(tests)).replace("{test}", " ".join(tests)))
+            placed = True
+        else:
+            argv.append(tok)
+    if not placed:
+        argv.extend(t for test in tests for t in _test_tokens(test))
+    if argv[0] == "python":
+        argv[0] = _python()
+    return argv
+
+
+def is_pytest(argv: list[str] | tuple[str, ...]) -> bool:
+    """Whether the command runs pytest (its exit codes and `-rA` summary can be read)."""
+    return any(Path(a).name in ("pytest", "py.test") for a in argv[:3]) or \
+        ("-m" in argv[:3] and "pytest" in argv[:4])
+
+
+def run_tests(argv: list[str], cwd: Path, timeout: float = 900) -> TestRun:
+    """Run a test command; TestCommandError if the program cannot be started."""
+    import time
+
+    env = dict(os.environ)
+    env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+    env["PY_COLORS"] = "0"
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(argv, cwd=str(cwd), capture_output=True, text=True,
+                              errors="replace", timeout=timeout, env=env,
+                              stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise TestCommandError(f"test command not found: {argv[0]}") from None
+    except PermissionError:
+        raise TestCommandError(f"test command not executable: {argv[0]}") from None
+    except subprocess.TimeoutExpired as exc:
+        out = (exc.stdout or b"")
+        out = out.decode("utf-8", "replace") if isinstance(out, bytes) else out
+        return TestRun(tuple(argv), -1, out + f"\n[timed out after {timeout:.0f}s]",
+                       time.monotonic() - start, timed_out=True)
+    return TestRun(tuple(argv), proc.returncode, proc.stdout + proc.stderr, time.monotonic() - start)
+
+
+def trim_output(text: str, max_chars: int = 6000, head: int = 1500) -> str:
+    """Keep the start and the end of a long test log (the end holds pytest's summary)."""
+    if len(text) <= max_chars:
+        return text
+    tail = max_chars - head
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n[... {cut} characters cut ...]\n{text[-tail:]}"
+
+
+_SUMMARY = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED)\s+(.+?)\s*$")
+
+
+def parse_pytest_summary(output: str) -> dict[str, str]:
+    """Per-test status from pytest's `-rA` short summary: {test id: PASSED|FAILED|...}."""
+    results: dict[str, str] = {}
+    for line in output.splitlines():
+        m = _SUMMARY.match(line)
+        if not m:
+            continue
+        status, rest = m.groups()
+        if status == "SKIPPED":
+            continue  # "SKIPPED [1] file:line: reason" carries no node id
+        node = rest.split(" - ", 1)[0].strip()
+        if results.get(node) in ("FAILED", "ERROR"):
+            continue  # a test that fails and errors in teardown stays failed
+        results[node] = status
+    return results

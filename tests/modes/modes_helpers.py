@@ -1,0 +1,82 @@
+"""Helpers for the one-shot mode tests: real git repositories with a genuine bug and a failing test."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+
+BUGGY = "def add(a, b):\n    \"\"\"Sum of a and b.\"\"\"\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
+FIXED = BUGGY.replace("return a - b", "return a + b")
+TEST_ADD = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+TEST_MUL = "from calc import mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n"
+
+
+def run(cmd, cwd, check=True, env=None, timeout=120):
+    """subprocess.run with text output; fails the test on a nonzero exit when check."""
+    proc = subprocess.run(cmd, cwd=str(cwd), capture_output=True, text=True, env=env, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{cmd} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def git(cwd, *args):
+    return run(["git", *args], cwd).stdout.strip()
+
+
+def make_calc_repo(path: Path, with_test: bool = True) -> str:
+    """A git repo with calc.py (add() subtracts) and tests; returns the base commit sha.
+
+    The commit holding the bug has test_mul.py only; test_add.py (the failing test) is the
+    SWE-bench test_patch unless with_test, when it is committed too.
+    """
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    git(path, "config", "user.email", "t@example.com")
+    git(path, "config", "user.name", "Test")
+    git(path, "config", "commit.gpgsign", "false")
+    (path / "calc.py").write_text(BUGGY)
+    (path / "tests").mkdir()
+    (path / "tests" / "test_mul.py").write_text(TEST_MUL)
+    (path / "conftest.py").write_text("import sys, os\nsys.path.insert(0, os.path.dirname(__file__))\n")
+    if with_test:
+        (path / "tests" / "test_add.py").write_text(TEST_ADD)
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "calc with a bug")
+    return git(path, "rev-parse", "HEAD")
+
+
+def add_test_patch() -> str:
+    """The diff that adds tests/test_add.py (the instance's test_patch)."""
+    body = "".join("+" + ln + "\n" for ln in TEST_ADD.splitlines())
+    n = len(TEST_ADD.splitlines())
+    return ("diff --git a/tests/test_add.py b/tests/test_add.py\nnew file mode 100644\n"
+            "--- /dev/null\n+++ b/tests/test_add.py\n" f"@@ -0,0 +1,{n} @@\n" + body)
+
+
+def tool_call(name: str, **arguments) -> str:
+    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
+
+
+def write_replay(path: Path, completions: list[str]) -> Path:
+    path.write_text(json.dumps({"completions": completions}))
+    return path
+
+
+def clover_env() -> dict:
+    """Environment for `clover` subprocesses: our venv first on PATH (its `python` has pytest)."""
+    env = dict(os.environ)
+    env["PATH"] = str(VENV_BIN) + os.pathsep + env.get("PATH", "")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.pop("PYTEST_ADDOPTS", None)
+    return env
+
+
+def clover(*args, cwd, timeout=120):
+    """Run `python -m clover_cli.cli ARGS` as a real subprocess."""
+    return run([sys.executable, "-m", "clover_cli.cli", *args], cwd, check=False,
+               env=clover_env(), timeout=timeout)
