@@ -26,7 +26,7 @@ class Progress:
         self.stream = stream if stream is not None else sys.stderr
         self.width = width
         self._clock = clock
-        self.start = clock()
+        self.started_at = clock()
         self.done = self.errors = self.skipped = self.running = 0
         self._lock = threading.Lock()
         self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
@@ -37,7 +37,7 @@ class Progress:
         filled = self.width * finished // self.total if self.total else self.width
         bar = "#" * filled + "-" * (self.width - filled)
         text = (f"[{bar}] {finished}/{self.total} ok {self.done} err {self.errors} "
-                f"skip {self.skipped} run {self.running} {format_elapsed(self._clock() - self.start)}")
+                f"skip {self.skipped} run {self.running} {format_elapsed(self._clock() - self.started_at)}")
         return f"{text} {note}".rstrip()
 
     def _draw(self, note: str) -> None:

@@ -81,6 +81,8 @@ def protected_test_paths(test: str, root: Path) -> list[str]:
 class TestFileGuard:
     """Remembers the bytes of protected files and puts them back when they change."""
 
+    __test__ = False  # not a pytest test class
+
     def __init__(self, root: Path, paths: list[str]):
         self.root = Path(root).resolve()
         self.paths = list(paths)

@@ -24,10 +24,14 @@ PYTEST_NO_TESTS = 5
 class TestCommandError(ValueError):
     """A test command that cannot be built or started; one line for the user."""
 
+    __test__ = False  # not a pytest test class
+
 
 @dataclass(frozen=True)
 class TestRun:
     """One run of the test command."""
+
+    __test__ = False  # not a pytest test class
 
     argv: tuple[str, ...]
     returncode: int
