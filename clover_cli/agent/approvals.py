@@ -116,6 +116,10 @@ class ApprovalPolicy:
         self.store = ApprovalStore(root)
         self._is_writing = is_writing
 
+    def is_writing(self, name: str) -> bool:
+        """True for tools that edit files."""
+        return bool(self._is_writing(name))
+
     def decide(self, name: str, args: dict) -> Decision:
         """The verdict for one call in the current mode."""
         writing = self._is_writing(name)

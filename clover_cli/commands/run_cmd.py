@@ -1,0 +1,167 @@
+"""`clover run TASK`: one task, headless, to completion (text or JSON lines on stdout).
+
+Approval here is never interactive: the default is `auto-edit` (edits apply); shell commands run
+only under `--approval yolo` or when they match a `--shell-allow PREFIX`; anything that would
+need a yes is answered "no" and the model is told why. Exit 0: the turn ended normally;
+1: it stopped on a limit or an error; 2: bad arguments (unknown model spec, missing root, ...).
+"""
+from __future__ import annotations
+
+import json
+import signal
+import sys
+
+import click
+
+
+def _fail_args(message: str) -> None:
+    click.echo(f"clover run: error: {message}", err=True)
+    sys.exit(2)
+
+
+@click.command("run")
+@click.argument("task")
+@click.option("--model", "model", default=None, help="Model spec (tiny, DIR, hf:ORG/NAME, smollm2, openai:URL#MODEL, replay:FILE).")
+@click.option("--root", type=click.Path(), default=None, help="Repository root (default: cwd).")
+@click.option("--approval", type=click.Choice(["auto-edit", "yolo", "read-only"]), default=None,
+              help="auto-edit (default): edits apply, shell only via --shell-allow; yolo: all; read-only: no writes.")
+@click.option("--max-steps", type=click.IntRange(1), default=30, show_default=True, help="Model steps before stopping.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line per event.")
+@click.option("--shell-allow", "shell_allow", multiple=True, metavar="PREFIX",
+              help="Shell command prefix allowed without asking (repeatable), e.g. 'pytest'.")
+@click.option("--api-key-env", default=None, metavar="NAME", help="Environment variable holding the API key (openai: models).")
+@click.option("--threshold", type=click.FloatRange(0.0, 1.0), default=None, help="Commit threshold for block diffusion.")
+@click.option("--max-new-tokens", type=click.IntRange(1), default=None, help="Token budget per model call.")
+@click.option("--continue", "continue_", is_flag=True, help="Continue the last session in this root.")
+@click.option("--session", "session_id", default=None, help="Continue the session with this id.")
+@click.pass_context
+def run(ctx: click.Context, task, model, root, approval, max_steps, as_json, shell_allow, api_key_env,
+        threshold, max_new_tokens, continue_, session_id) -> None:
+    """Run TASK with the agent until it answers, then exit."""
+    from pathlib import Path
+
+    parent = ctx.parent.params if ctx.parent is not None else {}
+    model = model or parent.get("model") or "tiny"
+    root = Path(root or parent.get("root") or ".").expanduser()
+    approval = approval or (parent.get("approval") if parent.get("approval") != "ask" else None) or "auto-edit"
+    continue_ = continue_ or bool(parent.get("continue_"))
+    session_id = session_id or parent.get("session_id")
+    if not root.is_dir():
+        _fail_args(f"root {str(root)!r} is not a directory")
+    if not task.strip():
+        _fail_args("empty task")
+
+    from clover_cli.agent import Agent, AgentConfig
+    from clover_cli.agent.backends import BackendError, make_backend
+    from clover_cli.agent.session import SessionError
+    from clover_cli.engine.spec import SpecError
+
+    opts: dict = {}
+    if threshold is not None:
+        opts["threshold"] = threshold
+    if api_key_env:
+        opts["api_key_env"] = api_key_env
+    try:
+        backend = make_backend(model, **opts)
+    except (SpecError, BackendError) as e:
+        _fail_args(str(e))
+    cfg_kw = {"max_new_tokens": max_new_tokens} if max_new_tokens else {}
+    cfg = AgentConfig(root=root, approval=approval, max_steps=max_steps, shell_allow=tuple(shell_allow),
+                      meta={"command": "run"}, **cfg_kw)
+    try:
+        if continue_ or session_id:
+            agent = Agent.resume(backend, cfg, session_id or "last")
+        else:
+            agent = Agent(backend, cfg)
+    except SessionError as e:
+        _fail_args(str(e))
+
+    previous = signal.signal(signal.SIGINT, lambda *_: agent.cancel())
+    try:
+        reason = _drive(agent, task, as_json)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        backend.close()
+    sys.exit(0 if reason == "done" else 1)
+
+
+def _drive(agent, task: str, as_json: bool) -> str:
+    """Runs the turn, printing events; returns the TurnFinished reason."""
+    from clover_cli.agent import events as ev
+    from clover_cli.agent.prompt_files import observation
+
+    out = sys.stdout
+    at_line_start = True
+    reason = "error"
+    call_args: dict[str, str] = {}
+
+    def emit(obj: dict) -> None:
+        out.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+        out.flush()
+
+    def text(s: str) -> None:
+        nonlocal at_line_start
+        out.write(s)
+        out.flush()
+        if s:
+            at_line_start = s.endswith("\n")
+
+    def line(s: str) -> None:
+        if not at_line_start:
+            text("\n")
+        text(s + "\n")
+
+    for e in agent.run_turn(task):
+        if isinstance(e, ev.ApprovalRequested):
+            if agent.policy.is_writing(e.name):
+                feedback = observation("run_no_edit", mode=agent.config.approval)
+            else:
+                feedback = observation("run_no_shell", allowed=", ".join(agent.config.shell_allow) or "none")
+            e.future.set_result(ev.ApprovalAnswer("no", feedback))
+            if as_json:
+                emit({"type": "approval", "call_id": e.call_id, "name": e.name, "summary": e.summary,
+                      "decision": "no", "reason": feedback})
+            else:
+                line(f"! {e.name} needs approval; refused (non-interactive run): {e.summary.splitlines()[0] if e.summary else ''}")
+        elif isinstance(e, ev.BlockText):
+            if as_json:
+                emit({"type": "block", "text": e.text, "block_index": e.block_index, "thinking": e.thinking})
+            elif not e.thinking:
+                text(e.text)
+        elif isinstance(e, ev.ToolCallProposed):
+            call_args[e.call_id] = _short(json.dumps(dict(e.arguments), ensure_ascii=False, default=str))
+            if as_json:
+                emit({"type": "tool_call", "call_id": e.call_id, "name": e.name, "arguments": dict(e.arguments)})
+        elif isinstance(e, ev.ToolFinished):
+            if as_json:
+                emit({"type": "tool_result", "call_id": e.call_id, "name": e.name, "ok": e.ok, "output": e.output})
+            else:
+                first = (e.output.strip().splitlines() or [""])[0][:100]
+                line(f"> {e.name} {call_args.get(e.call_id, '')} -> {'ok' if e.ok else 'failed'}: {first}")
+        elif isinstance(e, ev.AgentError):
+            if as_json:
+                emit({"type": "error", "message": e.message, "fatal": e.fatal})
+            else:
+                click.echo(f"error: {e.message}", err=True)
+        elif isinstance(e, ev.Notice):
+            click.echo(f"note: {e.message}", err=True)
+        elif isinstance(e, ev.TurnFinished):
+            reason = e.reason
+            if as_json:
+                emit({"type": "turn_end", "reason": e.reason, "final_text": e.final_text, "stats": dict(e.stats),
+                      "session_id": agent.session_id, "changed_files": agent.changed_files})
+            else:
+                if not at_line_start:
+                    text("\n")
+                if e.reason != "done":
+                    click.echo(f"stopped: {e.reason}: {e.final_text}", err=True)
+                s = e.stats
+                click.echo(f"[{e.reason}: {s.get('steps', 0)} steps, {s.get('tool_calls', 0)} tool calls, "
+                           f"{s.get('generated_tokens', 0)} tokens, {s.get('seconds', 0):.1f} s; "
+                           f"session {agent.session_id}]", err=True)
+    return reason
+
+
+def _short(s: str, limit: int = 80) -> str:
+    s = " ".join(s.split())
+    return s if len(s) <= limit else s[:limit - 3] + "..."
