@@ -93,3 +93,11 @@ def git_branch(root: Path) -> str | None:
         return current_branch(root) or None
     except Exception:  # a broken repository must not stop the session
         return None
+
+
+def context_tokens(agent: Any) -> int | None:
+    """How many tokens the conversation takes now (the backend's count). Runs in a worker thread."""
+    try:
+        return int(agent.backend.count_tokens(agent.messages, agent.tools))
+    except Exception:  # a count is nice to have; never fail a turn over it
+        return None

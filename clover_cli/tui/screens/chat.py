@@ -15,7 +15,7 @@ from textual.widgets import Label, LoadingIndicator, Static, TextArea
 from clover_cli.agent import events as ev
 from clover_cli.tui import slash
 from clover_cli.tui.bridge import (AgentEventMessage, AgentFailed, AgentReady, SessionOptions, TaskDone,
-                                   error_text, git_branch, open_agent)
+                                   context_tokens, error_text, git_branch, open_agent)
 from clover_cli.tui.screens.approval import ApprovalScreen
 from clover_cli.tui.screens.commands import SlashCommands
 from clover_cli.tui.widgets.denoise import DenoiseView
@@ -90,8 +90,8 @@ class ChatScreen(SlashCommands, Screen):
     def _load_worker(self, resume: str | None, backend: Any) -> None:
         try:
             agent, resumed = open_agent(self.options, resume, backend)
-            self.post_message(AgentReady(agent, dict(agent.backend.info) if hasattr(agent, "backend")
-                                         else {}, git_branch(self.options.root), resumed))
+            info = {**agent.backend.info, "context_used": context_tokens(agent)}
+            self.post_message(AgentReady(agent, info, git_branch(self.options.root), resumed))
         except Exception as exc:  # every failure becomes a notice, never a crash
             self.post_message(AgentFailed(error_text(exc)))
 
@@ -101,9 +101,11 @@ class ChatScreen(SlashCommands, Screen):
         self.agent = msg.agent
         info = msg.info
         self.query_one("#loading").display = False
+        in_process = not str(self.options.model).startswith(("replay:", "openai:"))
         self.status.set(model=info.get("name", self.options.model), loading=False,
-                        block_size=info.get("block_size"), threshold=info.get("threshold"),
+                        block_size=info.get("block_size") if in_process else None, threshold=info.get("threshold"),
                         context_window=info.get("context_window"), branch=msg.branch,
+                        context_used=info.get("context_used"),
                         approval=getattr(getattr(msg.agent, "config", None), "approval", self.options.approval))
         self.set_busy("")
         if msg.resumed:
@@ -185,7 +187,7 @@ class ChatScreen(SlashCommands, Screen):
                 self.post_message(AgentEventMessage(event))
         except Exception as exc:
             self.post_message(AgentEventMessage(ev.AgentError(error_text(exc))))
-        self.post_message(TaskDone("stream"))
+        self.post_message(TaskDone("stream", context_tokens(self.agent)))
 
     def set_busy(self, busy: str) -> None:
         """Record what is running and show it in the status bar."""
@@ -253,7 +255,7 @@ class ChatScreen(SlashCommands, Screen):
             changes["tpf"] = float(stats["tpf"])
         if stats.get("tokens_per_second") is not None:
             changes["tokens_per_second"] = float(stats["tokens_per_second"])
-        for key in ("context_tokens", "context_used", "prompt_tokens"):
+        for key in ("context_tokens", "context_used"):
             if stats.get(key) is not None:
                 changes["context_used"] = int(stats[key])
                 break
@@ -285,6 +287,8 @@ class ChatScreen(SlashCommands, Screen):
     def on_task_done(self, msg: TaskDone) -> None:
         msg.stop()
         if msg.kind == "stream":
+            if msg.value is not None:
+                self.status.set(context_used=msg.value)
             self.transcript.end_message()
             self.transcript.flush()
             self.set_busy("")

@@ -94,7 +94,6 @@ class SlashCommands:
 
     def cmd_compact(self, arg: str) -> None:
         self.set_busy("compacting")
-        self.transcript.add_notice("Compacting the conversation…")
         self.stream_events(self.agent.compact)
 
     def cmd_model(self, arg: str) -> None:

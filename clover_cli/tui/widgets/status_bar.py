@@ -17,6 +17,9 @@ def short_model_name(name: str) -> str:
     return name
 
 
+DROP_ORDER = ("threshold", "speed", "block", "branch", "context", "tpf")
+
+
 def _k(n: int) -> str:
     return f"{n / 1000:.1f}k" if n >= 1000 else str(n)
 
@@ -38,26 +41,39 @@ class StatusInfo:
     busy: str = ""  # "generating", "compacting", ...
     extra: dict = field(default_factory=dict)
 
-    def text(self) -> str:
-        """The rendered line (plain text, separated by '·')."""
-        parts = [short_model_name(self.model) + (" (loading…)" if self.loading else "")]
+    def fields(self) -> list[tuple[str, str]]:
+        """(key, text) pairs in display order."""
+        name = short_model_name(self.model)
+        if len(name) > 28:
+            name = name[:27] + "…"
+        out = [("model", name + (" (loading…)" if self.loading else ""))]
         if self.block_size is not None:
-            parts.append(f"block {self.block_size}" if self.block_size > 1 else "AR")
+            out.append(("block", f"block {self.block_size}" if self.block_size > 1 else "AR"))
         if self.threshold is not None and (self.block_size or 0) > 1:
-            parts.append(f"thr {self.threshold:g}")
-        if self.tpf is not None:
-            parts.append(f"TPF {self.tpf:.2f}")
-        if self.tokens_per_second is not None:
-            parts.append(f"{self.tokens_per_second:.1f} tok/s")
+            out.append(("threshold", f"thr {self.threshold:g}"))
+        if self.tpf:
+            out.append(("tpf", f"TPF {self.tpf:.2f}"))
+        if self.tokens_per_second:
+            out.append(("speed", f"{self.tokens_per_second:.1f} tok/s"))
         if self.context_window:
-            used = _k(self.context_used or 0)
-            parts.append(f"ctx {used}/{_k(self.context_window)}")
-        parts.append(self.approval)
+            out.append(("context", f"ctx {_k(self.context_used or 0)}/{_k(self.context_window)}"))
+        out.append(("approval", self.approval))
         if self.branch:
-            parts.append(f"⎇ {self.branch}")
+            out.append(("branch", f"⎇ {self.branch}"))
         if self.busy:
-            parts.append(self.busy)
-        return " · ".join(parts)
+            out.append(("busy", self.busy))
+        return out
+
+    def text(self, width: int = 0) -> str:
+        """The rendered line; with `width`, the least useful fields are dropped until it fits."""
+        fields = self.fields()
+        line = " · ".join(text for _, text in fields)
+        for key in DROP_ORDER:
+            if not width or len(line) <= width:
+                break
+            fields = [f for f in fields if f[0] != key]
+            line = " · ".join(text for _, text in fields)
+        return line
 
 
 class StatusBar(Static):
@@ -70,4 +86,11 @@ class StatusBar(Static):
     def set(self, **changes) -> None:
         """Update some fields of the status and redraw."""
         self.info = replace(self.info, **changes)
-        self.update(self.info.text())
+        self._draw()
+
+    def _draw(self) -> None:
+        width = self.content_region.width if self.is_mounted else 0
+        self.update(self.info.text(width))
+
+    def on_resize(self) -> None:
+        self._draw()

@@ -1,0 +1,96 @@
+"""Pure pieces of the TUI: slash commands, markup filter, status line, denoise text, config."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clover_cli.config import CloverConfig, ConfigError, load_config
+from clover_cli.tui import slash
+from clover_cli.tui.textfilter import MarkupFilter
+from clover_cli.tui.widgets.denoise import render_block
+from clover_cli.tui.widgets.status_bar import StatusInfo, short_model_name
+from clover_cli.tui.widgets.tool_panel import looks_like_diff, summarize_args
+
+
+def test_slash_parse_and_prefixes():
+    assert slash.parse("/threshold 0.9") == slash.SlashCommand("threshold", "0.9")
+    assert slash.parse("  /HELP ") == slash.SlashCommand("help", "")
+    assert slash.parse("/und") == slash.SlashCommand("undo", "")  # unique prefix
+    with pytest.raises(slash.SlashError, match="ambiguous"):
+        slash.parse("/c")  # clear, compact
+    with pytest.raises(slash.SlashError, match="Unknown command /frobnicate"):
+        slash.parse("/frobnicate")
+    assert slash.is_slash("/help") and not slash.is_slash("fix /etc/hosts") and not slash.is_slash("/a\nb")
+
+
+def test_slash_completion_and_threshold():
+    assert slash.complete("/c") == ["/clear", "/compact"]
+    assert slash.complete("/") == ["/" + n for n in slash.COMMANDS]
+    assert slash.complete("/help me") == [] and slash.complete("help") == []
+    assert slash.parse_threshold("0.8") == 0.8
+    for bad in ("0", "1.5", "x"):
+        with pytest.raises(slash.SlashError):
+            slash.parse_threshold(bad)
+
+
+def test_markup_filter_hides_tool_calls_split_across_deltas():
+    f = MarkupFilter()
+    deltas = ["Let me look.\n<tool", '_call>{"name": "read_file", "arguments": {"path": "a.py"}}</tool',
+              "_call>\nDone <", "b>ok</b>"]
+    shown = "".join(f.feed(d) for d in deltas) + f.flush()
+    assert shown == "Let me look.\n\nDone <b>ok</b>"
+    g = MarkupFilter()
+    assert g.feed("a <tool_call>{unterminated") == "a " and g.flush() == ""
+    h = MarkupFilter()
+    assert h.feed("x</think>y<th") == "xy" and h.flush() == "<th"
+
+
+def test_status_line_and_model_names():
+    info = StatusInfo(model="replay:/tmp/x/script.json", block_size=32, threshold=0.9, tpf=2.345,
+                      tokens_per_second=41.0, context_used=1234, context_window=4096, approval="auto-edit",
+                      branch="main")
+    assert info.text() == ("replay:script.json · block 32 · thr 0.9 · TPF 2.35 · 41.0 tok/s · ctx 1.2k/4.1k"
+                           " · auto-edit · ⎇ main")
+    assert StatusInfo(model="smollm2", block_size=1, threshold=0.95).text() == "smollm2 · AR · ask"
+    assert short_model_name("/ckpt/dir/tiny-random") == "tiny-random"
+    assert short_model_name("openai:http://h:1/v1#m") == "openai:http://h:1/v1#m"
+
+
+def test_denoise_block_text_and_arg_summaries():
+    assert render_block(("def", " f", "", "", ":"), (False, False, True, True, False)) == "def f░░:"
+    assert summarize_args("run_shell", {"command": "pytest -q", "timeout": 30}) == "pytest -q timeout=30"
+    patch = "--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n"
+    assert summarize_args("apply_patch", {"patch": patch}) == "x.py"
+    assert looks_like_diff(patch) and not looks_like_diff("ls -la")
+    assert summarize_args("grep", {"pattern": "x" * 100}, width=20).endswith("…")
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_config_merges_user_project_and_options(tmp_path: Path):
+    root = tmp_path / "proj"
+    _write(tmp_path / "xdg" / "clover" / "config.toml", 'model = "smollm2"\nthreshold = 0.9\n')
+    _write(root / ".clover" / "config.toml", 'approval = "auto-edit"\nthreshold = 0.8\n')
+    assert load_config(root) == CloverConfig(model="smollm2", approval="auto-edit", threshold=0.8)
+    assert load_config(root, model="tiny", approval=None).model == "tiny"
+    assert load_config(tmp_path / "nowhere") == CloverConfig(model="smollm2", threshold=0.9)
+
+
+def test_config_errors_name_the_file(tmp_path: Path):
+    root = tmp_path / "proj"
+    bad = root / ".clover" / "config.toml"
+    _write(bad, "threshold = = 1")
+    with pytest.raises(ConfigError, match="config.toml: not valid TOML"):
+        load_config(root)
+    _write(bad, "threshold = 1.5")
+    with pytest.raises(ConfigError, match=r"proj/\.clover/config\.toml: threshold must be in \(0, 1\]"):
+        load_config(root)
+    _write(bad, 'modle = "tiny"')
+    with pytest.raises(ConfigError, match="unknown key"):
+        load_config(root)
+    with pytest.raises(ConfigError, match="approval must be one of"):
+        load_config(tmp_path, approval="sometimes")
