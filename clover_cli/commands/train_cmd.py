@@ -1,0 +1,78 @@
+"""`clover train`: train (or keep training) the block-diffusion model; `--export` ships one."""
+from __future__ import annotations
+
+import click
+
+
+def _mix(text: str) -> dict:
+    out = {}
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        name, _, weight = part.partition(":")
+        try:
+            out[name.strip()] = float(weight) if weight else 1.0
+        except ValueError:
+            raise click.BadParameter(f"bad mix entry {part!r}; expected NAME:WEIGHT") from None
+    known = {"code", "curriculum", "calls", "transcripts"}
+    if not out or not set(out) <= known:
+        raise click.BadParameter(f"mix names must be among {', '.join(sorted(known))}")
+    return out
+
+
+@click.command("train")
+@click.option("--out", "out", default="runs/tiny", show_default=True, help="Output dir (resumable).")
+@click.option("--from", "from_dir", default=None, help="Adapt an autoregressive checkpoint dir.")
+@click.option("--size", default="nano", show_default=True, help="nano | tiny | small (from scratch).")
+@click.option("--tokenizer", "tokenizer_dir", default=None, help="Reuse a tokenizer directory.")
+@click.option("--vocab-size", default=4096, show_default=True)
+@click.option("--steps", default=2000, show_default=True, help="Total optimizer steps.")
+@click.option("--seq-len", default=256, show_default=True)
+@click.option("--batch-size", default=8, show_default=True)
+@click.option("--grad-accum", default=1, show_default=True)
+@click.option("--lr", default=1e-3, show_default=True)
+@click.option("--warmup", default=100, show_default=True)
+@click.option("--seed", default=0, show_default=True)
+@click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default="float32", show_default=True)
+@click.option("--device", default="cpu", show_default=True, help="cpu | cuda")
+@click.option("--mix", "mix", default="code:1", show_default=True,
+              help="Data mixture, e.g. code:0.3,curriculum:0.2,calls:0.2,transcripts:0.3")
+@click.option("--transcripts", "transcripts_file", default=None, help="Transcripts JSONL file.")
+@click.option("--ar-fraction", default=0.0, show_default=True,
+              help="Share of micro-batches with the auxiliary AR (block size 1) layout.")
+@click.option("--eval-every", default=200, show_default=True)
+@click.option("--save-every", default=200, show_default=True)
+@click.option("--log-every", default=10, show_default=True)
+@click.option("--max-minutes", default=None, type=float, help="Stop (and save) after this long.")
+@click.option("--threads", default=1, show_default=True, help="torch CPU threads.")
+@click.option("--no-eval", is_flag=True, help="Skip held-out evaluation.")
+@click.option("--export", "export", nargs=2, default=None, metavar="SRC DEST",
+              help="Export a checkpoint (run dir or model dir) to DEST in bf16, keeping DEST's README.md.")
+def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_size, grad_accum,
+          lr, warmup, seed, dtype, device, mix, transcripts_file, ar_fraction, eval_every,
+          save_every, log_every, max_minutes, threads, no_eval, export):
+    """Train the block-diffusion model (SDAR/BD3-LM objective); resumes from OUT if present."""
+    if export:
+        from clover_cli.engine.training.modeling import export_model
+        try:
+            dest = export_model(export[0], export[1])
+        except (FileNotFoundError, OSError, ValueError) as e:
+            raise click.ClickException(str(e)) from None
+        click.echo(f"exported {export[0]} -> {dest}")
+        return
+    from clover_cli.engine.training.evaluation_hooks import make_evaluator
+    from clover_cli.engine.training.trainer import TrainConfig, Trainer
+
+    try:
+        cfg = TrainConfig(out=out, size=size, from_dir=from_dir, tokenizer_dir=tokenizer_dir,
+                          vocab_size=vocab_size, seq_len=seq_len, batch_size=batch_size,
+                          grad_accum=grad_accum, lr=lr, warmup=warmup, steps=steps, seed=seed,
+                          dtype=dtype, device=device, mix=_mix(mix), ar_fraction=ar_fraction,
+                          log_every=log_every, eval_every=eval_every, save_every=save_every,
+                          max_minutes=max_minutes, threads=threads,
+                          transcripts_file=transcripts_file)
+        trainer = Trainer(cfg, echo=lambda s: click.echo(s))
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    trainer.run(None if no_eval else make_evaluator(trainer))
+    click.echo(f"saved {out}/model (export: clover train --export {out} DEST)")

@@ -1,0 +1,113 @@
+"""The block-diffusion training objective (SDAR / BD3-LM recipe).
+
+Arriola et al. 2025, "Block Diffusion" (BD3-LM) and SDAR (JetAstra 2025): the sequence is cut
+into blocks of `block_size` at absolute positions; every block gets its own mask ratio; the
+model sees the concatenation [noisy ; clean] (length 2N) under ONE 4-D additive mask:
+
+* noisy block b attends bidirectionally to noisy block b and to clean blocks < b;
+* clean tokens attend block-causally to clean tokens (blocks <= own block);
+* clean never attends to noisy.
+
+Position ids of the noisy copy equal the clean positions. Our convention: position i predicts
+token i (no shift), so the loss is taken on the masked positions of the noisy half only.
+"""
+from __future__ import annotations
+
+import torch
+
+
+def block_ids(n: int, block_size: int, device=None) -> torch.Tensor:
+    """Absolute block index of every position: [n]."""
+    return torch.arange(n, device=device) // block_size
+
+
+def bd_allowed(n: int, block_size: int, device=None) -> torch.Tensor:
+    """Boolean attention pattern of the [noisy ; clean] layout: [2n, 2n], True = may attend."""
+    b = block_ids(n, block_size, device)  # [n]
+    same = b[:, None] == b[None, :]  # [n, n]
+    earlier = b[:, None] > b[None, :]  # [n, n] key block strictly before query block
+    upto = b[:, None] >= b[None, :]  # [n, n]
+    zeros = torch.zeros(n, n, dtype=torch.bool, device=device)
+    top = torch.cat([same, earlier], dim=1)  # noisy queries: [n, 2n]
+    bottom = torch.cat([zeros, upto], dim=1)  # clean queries: [n, 2n]
+    return torch.cat([top, bottom], dim=0)  # [2n, 2n]
+
+
+def additive_mask(allowed: torch.Tensor, dtype: torch.dtype, pad: torch.Tensor | None = None
+                  ) -> torch.Tensor:
+    """Float additive mask (0 / finfo.min) of shape [B, 1, L, L] from a bool pattern [L, L].
+
+    `pad` ([B, L] bool, True = padding key) additionally hides padded keys. A bool 4-D mask is
+    silently wrong on the eager backend of transformers 5.24, hence the float form."""
+    neg = torch.finfo(dtype).min
+    m = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
+    m = m.masked_fill(~allowed, neg)[None, None]  # [1, 1, L, L]
+    if pad is not None:
+        m = m.expand(pad.shape[0], 1, -1, -1).clone()
+        m = m.masked_fill(pad[:, None, None, :], neg)  # [B, 1, L, L]
+    return m
+
+
+def noise_blocks(ids: torch.Tensor, block_size: int, mask_id: int, generator: torch.Generator,
+                 loss_ok: torch.Tensor | None = None, t_min: float = 0.05,
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mask each block with its own ratio t ~ U(t_min, 1).
+
+    ids: [B, N]. loss_ok: [B, N] bool, positions that may be masked (e.g. assistant tokens).
+    Returns (noisy ids [B, N], masked [B, N] bool). Every block with a maskable position gets at
+    least one masked position, so each block contributes to the loss."""
+    bsz, n = ids.shape
+    nb = (n + block_size - 1) // block_size
+    t = t_min + (1 - t_min) * torch.rand(bsz, nb, generator=generator)  # [B, nb]
+    t_tok = t.repeat_interleave(block_size, dim=1)[:, :n]  # [B, N]
+    u = torch.rand(bsz, n, generator=generator)  # [B, N]
+    ok = torch.ones_like(ids, dtype=torch.bool) if loss_ok is None else loss_ok.cpu()
+    masked = (u < t_tok) & ok
+    # force one masked position per block that has none but could have: the lowest-u one
+    u_ok = torch.where(ok, u, torch.full_like(u, 2.0))
+    pad_n = nb * block_size - n
+    u_blk = torch.nn.functional.pad(u_ok, (0, pad_n), value=2.0).view(bsz, nb, block_size)
+    amin = u_blk.argmin(dim=-1)  # [B, nb]
+    has = masked.new_zeros(bsz, nb * block_size)
+    has[:, :n] = masked
+    need = ~has.view(bsz, nb, block_size).any(-1) & (u_blk.min(-1).values < 2.0)  # [B, nb]
+    force = torch.zeros(bsz, nb, block_size, dtype=torch.bool)
+    force.scatter_(2, amin[..., None], need[..., None])
+    masked = masked | force.view(bsz, -1)[:, :n]
+    masked = masked.to(ids.device)
+    noisy = torch.where(masked, torch.full_like(ids, mask_id), ids)
+    return noisy, masked
+
+
+def bd_forward_loss(model, ids: torch.Tensor, block_size: int, mask_id: int,
+                    generator: torch.Generator, loss_ok: torch.Tensor | None = None,
+                    pad: torch.Tensor | None = None, full_mask: bool = False,
+                    ) -> tuple[torch.Tensor, int]:
+    """One block-diffusion forward on ids [B, N]; returns (mean CE over masked positions, count).
+
+    full_mask=True masks every maskable position (ratio 1): with block_size=1 this is the
+    auxiliary AR loss in our i-predicts-i convention (a mask at i, clean tokens < i visible)."""
+    bsz, n = ids.shape
+    if full_mask:
+        masked = torch.ones_like(ids, dtype=torch.bool) if loss_ok is None else loss_ok.clone()
+        noisy = torch.where(masked, torch.full_like(ids, mask_id), ids)
+    else:
+        noisy, masked = noise_blocks(ids, block_size, mask_id, generator, loss_ok)
+    dtype = next(model.parameters()).dtype
+    allowed = bd_allowed(n, block_size, ids.device)  # [2N, 2N]
+    pad2 = None if pad is None else torch.cat([pad, pad], dim=1)  # [B, 2N]
+    mask4 = additive_mask(allowed, dtype, pad2)  # [B|1, 1, 2N, 2N]
+    if mask4.shape[0] != bsz:
+        mask4 = mask4.expand(bsz, -1, -1, -1)
+    pos = torch.arange(n, device=ids.device)
+    pos = torch.cat([pos, pos])[None].expand(bsz, -1)  # [B, 2N]
+    inp = torch.cat([noisy, ids], dim=1)  # [B, 2N]
+    out = model(input_ids=inp, attention_mask=mask4, position_ids=pos, use_cache=False)
+    logits = out.logits[:, :n]  # [B, N, V] noisy half
+    count = int(masked.sum())
+    if count == 0:
+        return logits.sum() * 0.0, 0
+    logits = logits.float()
+    logits[..., mask_id] = torch.finfo(logits.dtype).min  # the mask is never a prediction
+    loss = torch.nn.functional.cross_entropy(logits[masked], ids[masked])
+    return loss, count

@@ -1,0 +1,107 @@
+"""Evaluation run during training: held-out losses, copy accuracy and TPF (block decoding)."""
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+from clover_cli.engine.training import curriculum, transcripts
+from clover_cli.engine.training.data import CodeSource, chat_example, fixed_batches
+from clover_cli.engine.training.evaluate import bd_generate
+
+_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
+
+
+def parse_call(text: str) -> tuple[str, dict] | None:
+    """(name, arguments) of the first Hermes-style call in text, or None."""
+    m = _CALL_RE.search(text)
+    if not m:
+        return None
+    try:
+        obj = json.loads(m.group(1))
+        return obj["name"], obj["arguments"]
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def call_prompts(tok, n: int, seed: int, records: list[dict] | None = None) -> list[tuple]:
+    """(prompt text, expected tool, expected args) for synthetic names or held-out records."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        if records:
+            rec = records[i % len(records)]
+            msgs = rec["messages"][:-3]
+            tools = transcripts.agent_prefix()[1] if rec.get("with_tools") else None
+            out.append((tok.apply_chat_template(msgs, tools=tools, add_generation_prompt=True,
+                                                tokenize=False), rec["tool"], rec["arguments"]))
+            continue
+        text = transcripts.synthetic_call_chat(rng, tok)
+        head, _, tail = text.rpartition("<|im_start|>assistant\n")
+        call = parse_call(tail)
+        out.append((head + "<|im_start|>assistant\n", call[0], call[1]))
+    return out
+
+
+def call_accuracy(model, tok, prompts: list[tuple], block_size: int, threshold: float = 0.95
+                  ) -> dict:
+    """Share of prompts whose decoded call names the right tool with exactly the right args."""
+    mask_id = int(model.config.mask_token_id)
+    eos = (tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>"))
+    right = valid = tokens = forwards = 0
+    for prompt, tool, args in prompts:
+        ids = tok(prompt, add_special_tokens=False)["input_ids"]
+        out, nf = bd_generate(model, ids, mask_id, eos, block_size, max_new=64, threshold=threshold)
+        tokens += len(out)
+        forwards += nf
+        got = parse_call(tok.decode(out, skip_special_tokens=False))
+        valid += got is not None and got[0] == tool
+        right += got == (tool, args)
+    n = max(len(prompts), 1)
+    return {"call_valid": valid / n, "call_exact": right / n, "tpf": tokens / max(forwards, 1)}
+
+
+def copy_accuracy(model, tok, n: int, seed: int, block_size: int) -> float:
+    """Pure copy: the assistant must repeat a synthetic name exactly."""
+    rng = random.Random(seed)
+    mask_id = int(model.config.mask_token_id)
+    eos = (tok.convert_tokens_to_ids("<|im_end|>"),)
+    ok = 0
+    for _ in range(n):
+        text = curriculum.copy_chat(rng, tok)
+        head, _, tail = text.rpartition("<|im_start|>assistant\n")
+        want = tail.split("<|im_end|>")[0]
+        ids = tok(head + "<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
+        out, _ = bd_generate(model, ids, mask_id, eos, block_size, max_new=32)
+        ok += tok.decode(out, skip_special_tokens=True).strip() == want
+    return ok / max(n, 1)
+
+
+def make_evaluator(trainer, n_code_rows: int = 8, n_calls: int = 20):
+    """A closure computing the eval dict for the trainer's current model."""
+    from clover_cli.engine.training.trainer import heldout_loss
+
+    cfg, tok = trainer.cfg, trainer.tok
+    code_rows = list(fixed_batches(CodeSource(tok, "eval"), n_code_rows, cfg.seq_len, seed=7))
+    synth = call_prompts(tok, n_calls, seed=4242)
+    held_recs = []
+    if cfg.transcripts_file and Path(cfg.transcripts_file).exists():
+        held_recs = transcripts.load_records(Path(cfg.transcripts_file), "eval")
+    held = call_prompts(tok, min(n_calls, len(held_recs)), 0, held_recs) if held_recs else []
+    held_rows = [chat_example(tok, transcripts.render(tok, r)) for r in held_recs[:16]]
+
+    def evaluate(tr) -> dict:
+        m = tr.model
+        res = {"code_loss": round(heldout_loss(m, code_rows, cfg.block_size, tr.mask_id), 4),
+               "copy": copy_accuracy(m, tok, 10, 99, cfg.block_size)}
+        res.update({"synth_" + k: round(v, 3)
+                    for k, v in call_accuracy(m, tok, synth, cfg.block_size).items()})
+        if held:
+            res["transcript_loss"] = round(heldout_loss(m, held_rows, cfg.block_size,
+                                                        tr.mask_id), 4)
+            res.update({"heldout_" + k: round(v, 3)
+                        for k, v in call_accuracy(m, tok, held, cfg.block_size).items()})
+        return res
+
+    return evaluate

@@ -1,0 +1,146 @@
+"""Build, adapt, save and export Qwen3-shaped block-diffusion checkpoints."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+BLOCK_SIZE = 32
+SIZES = {  # name -> Qwen3Config overrides (measured on this CPU, see docs/model.md)
+    "nano": dict(hidden_size=128, intermediate_size=384, num_hidden_layers=6,
+                 num_attention_heads=4, num_key_value_heads=2, head_dim=32),
+    "tiny": dict(hidden_size=256, intermediate_size=768, num_hidden_layers=6,
+                 num_attention_heads=4, num_key_value_heads=2, head_dim=64),
+    "small": dict(hidden_size=384, intermediate_size=1024, num_hidden_layers=8,
+                  num_attention_heads=6, num_key_value_heads=2, head_dim=64),
+}
+
+
+def new_config(tokenizer, size: str = "tiny", max_positions: int = 4096,
+               block_size: int = BLOCK_SIZE):
+    """A Qwen3Config for a fresh block-diffusion model using the tokenizer's special ids."""
+    from transformers import Qwen3Config
+
+    if size not in SIZES:
+        raise ValueError(f"unknown size {size!r}; choose one of {', '.join(SIZES)}")
+    ids = special_ids(tokenizer)
+    cfg = Qwen3Config(
+        vocab_size=len(tokenizer), max_position_embeddings=max_positions, rope_theta=10000.0,
+        tie_word_embeddings=True, bos_token_id=None, eos_token_id=ids["eos"],
+        pad_token_id=ids["pad"], **SIZES[size])
+    mark_diffusion(cfg, ids["mask"], block_size)
+    return cfg
+
+
+def special_ids(tokenizer) -> dict[str, int]:
+    """mask / eos (<|im_end|>) / endoftext / pad ids of our tokenizer."""
+    conv = tokenizer.convert_tokens_to_ids
+    out = {"mask": conv("<|mask|>"), "eos": conv("<|im_end|>"),
+           "endoftext": conv("<|endoftext|>"), "pad": conv("<|pad|>")}
+    if any(v is None or v == tokenizer.unk_token_id for v in out.values()):
+        raise ValueError("tokenizer lacks <|mask|>, <|im_end|>, <|endoftext|> or <|pad|>")
+    return out
+
+
+def mark_diffusion(cfg, mask_token_id: int, block_size: int = BLOCK_SIZE) -> None:
+    """Add the keys that make a config a block-diffusion model (DESIGN.md section 3)."""
+    cfg.mask_token_id = int(mask_token_id)
+    cfg.block_size = int(block_size)
+    cfg.architectures = ["Qwen3ForCausalLM"]
+
+
+def build_model(cfg, dtype=None):
+    """A randomly initialised Qwen3ForCausalLM (eager attention: exact with a float mask)."""
+    import torch
+    from transformers import Qwen3ForCausalLM
+
+    cfg._attn_implementation = "eager"
+    model = Qwen3ForCausalLM(cfg)
+    return model.to(dtype or torch.float32)
+
+
+def adapt_from_ar(src: Path, tokenizer, block_size: int = BLOCK_SIZE):
+    """Load an AR checkpoint (`--from DIR`) and turn it into a block-diffusion model: add the
+    mask token to the vocabulary when the tokenizer needed it, set mask_token_id/block_size."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(src), dtype=torch.float32,
+                                                 attn_implementation="eager")
+    if len(tokenizer) > model.get_input_embeddings().weight.shape[0]:
+        model.resize_token_embeddings(len(tokenizer))
+    mark_diffusion(model.config, tokenizer.convert_tokens_to_ids("<|mask|>"), block_size)
+    return model
+
+
+def param_count(model) -> int:
+    """Unique parameters (tied embeddings counted once)."""
+    seen, total = set(), 0
+    for p in model.parameters():
+        if id(p) not in seen:
+            seen.add(id(p))
+            total += p.numel()
+    return total
+
+
+def save_checkpoint(model, tokenizer, out: Path, dtype=None, extra: dict | None = None) -> None:
+    """Write a Hugging Face-shaped model dir (config, safetensors, tokenizer, generation config).
+
+    dtype: store weights in this dtype (bf16 keeps the bundled model small)."""
+    import torch
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    to_save = model
+    if dtype is not None and dtype != next(model.parameters()).dtype:
+        import copy
+        to_save = copy.deepcopy(model).to(dtype)
+    to_save.config.dtype = str(dtype or next(model.parameters()).dtype).replace("torch.", "")
+    to_save.save_pretrained(str(out), safe_serialization=True)
+    tokenizer.save_pretrained(str(out))
+    cfg = json.loads((out / "config.json").read_text())
+    cfg["mask_token_id"] = int(model.config.mask_token_id)
+    cfg["block_size"] = int(model.config.block_size)
+    cfg.pop("_attn_implementation", None)
+    if extra:
+        cfg.update(extra)
+    (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    eos = [tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
+    gen = {"eos_token_id": eos, "pad_token_id": tokenizer.pad_token_id,
+           "mask_token_id": int(model.config.mask_token_id),
+           "block_size": int(model.config.block_size), "do_sample": False,
+           "threshold": 0.95}
+    (out / "generation_config.json").write_text(json.dumps(gen, indent=2) + "\n")
+    del torch
+
+
+def export_model(src: Path, dest: Path, dtype: str = "bfloat16") -> Path:
+    """Copy a training checkpoint's model dir (`src/model` or `src` itself) into `dest`,
+    storing weights in `dtype`; the model card README.md in dest is kept."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    src = Path(src)
+    model_dir = src / "model" if (src / "model" / "config.json").exists() else src
+    if not (model_dir / "config.json").exists():
+        raise FileNotFoundError(f"no checkpoint in {src} (expected config.json or model/config.json)")
+    tok = AutoTokenizer.from_pretrained(str(model_dir))
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+    dest = Path(dest)
+    card = (dest / "README.md").read_text() if (dest / "README.md").exists() else None
+    tmp = dest.with_name(dest.name + ".export-tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    save_checkpoint(model, tok, tmp, dtype=getattr(torch, dtype))
+    for extra in ("train_state.json", "metrics.jsonl"):
+        if (model_dir / extra).exists():
+            shutil.copy2(model_dir / extra, tmp / extra)
+    if card is not None:
+        (tmp / "README.md").write_text(card)
+    for f in ("__init__.py",):
+        if (dest / f).exists():
+            shutil.copy2(dest / f, tmp / f)
+    if dest.exists():
+        shutil.rmtree(dest)
+    tmp.rename(dest)
+    return dest

@@ -1,0 +1,101 @@
+"""Train the byte-level BPE tokenizer of the bundled model and write HF tokenizer files.
+
+The tokenizer is trained with the `tokenizers` library on local Python source. Digits are split
+one per token so that line numbers and counts are copied digit by digit (an easier copy task).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable, Iterator
+
+SPECIAL_TOKENS = (
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|mask|>", "<tool_call>", "</tool_call>",
+    "<tool_response>", "</tool_response>", "<think>", "</think>", "<|pad|>",
+)
+TEMPLATE_PATH = Path(__file__).with_name("chat_template.jinja")
+
+
+def chat_template() -> str:
+    """The ChatML chat template (tools in a system section, Qwen-style tool calls/results)."""
+    return TEMPLATE_PATH.read_text(encoding="utf-8")
+
+
+def _texts(files: Iterable[Path], max_bytes: int) -> Iterator[str]:
+    total = 0
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        total += len(text)
+        yield text
+        if total >= max_bytes:
+            return
+
+
+def train_tokenizer(files: Iterable[Path], vocab_size: int = 4096, max_bytes: int = 8_000_000,
+                    extra_texts: Iterable[str] = ()):
+    """Train a byte-level BPE on the given source files; returns a `tokenizers.Tokenizer`."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, min_frequency=2, special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+
+    def stream() -> Iterator[str]:
+        yield from _texts(files, max_bytes)
+        yield from extra_texts
+
+    tok.train_from_iterator(stream(), trainer=trainer)
+    return tok
+
+
+def save_hf_tokenizer(tok, out_dir: Path, model_max_length: int = 4096):
+    """Write tokenizer.json, tokenizer_config.json (with the chat template) and
+    special_tokens_map.json; returns the loaded `transformers` fast tokenizer."""
+    from transformers import PreTrainedTokenizerFast
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token=None, eos_token="<|im_end|>", pad_token="<|pad|>",
+        unk_token=None, mask_token="<|mask|>",
+        additional_special_tokens=[t for t in SPECIAL_TOKENS
+                                   if t not in ("<|im_end|>", "<|pad|>", "<|mask|>")],
+        model_max_length=model_max_length, clean_up_tokenization_spaces=False)
+    fast.chat_template = chat_template()
+    fast.save_pretrained(str(out_dir))
+    _write_special_map(out_dir)
+    return fast
+
+
+def _write_special_map(out_dir: Path) -> None:
+    path = out_dir / "special_tokens_map.json"
+    data = {"eos_token": "<|im_end|>", "pad_token": "<|pad|>", "mask_token": "<|mask|>",
+            "additional_special_tokens": [t for t in SPECIAL_TOKENS
+                                          if t not in ("<|im_end|>", "<|pad|>", "<|mask|>")]}
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def load_tokenizer(path: Path):
+    """Load the HF tokenizer from a model/tokenizer directory."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(path))
+
+
+def bytes_per_token(tok, texts: Iterable[str]) -> float:
+    """Compression measure: UTF-8 bytes per token over the given texts."""
+    nbytes = ntok = 0
+    for text in texts:
+        nbytes += len(text.encode("utf-8"))
+        ntok += len(tok.encode(text).ids if hasattr(tok, "encode") and not hasattr(tok, "vocab_size")
+                    else tok(text)["input_ids"])
+    return nbytes / max(ntok, 1)

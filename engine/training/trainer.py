@@ -1,0 +1,273 @@
+"""The block-diffusion trainer behind `clover train` (SDAR / BD3-LM objective, see blockdiff.py).
+
+Output directory layout (resumable):
+  OUT/model/            Hugging Face-shaped checkpoint (fp32 while training)
+  OUT/optimizer.pt      AdamW state + RNG states
+  OUT/train_state.json  step, tokens seen, elapsed seconds, the TrainConfig
+  OUT/log.jsonl         one JSON record per logged step / evaluation
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from clover_cli.engine.training import blockdiff, modeling
+from clover_cli.engine.training.data import CodeSource, Mixture, PackedChatSource
+
+
+@dataclass
+class TrainConfig:
+    out: str
+    size: str = "tiny"
+    from_dir: str | None = None  # adapt an AR checkpoint
+    tokenizer_dir: str | None = None  # reuse a tokenizer (else: trained from local source)
+    vocab_size: int = 4096
+    seq_len: int = 256
+    batch_size: int = 8
+    grad_accum: int = 1
+    lr: float = 1e-3
+    min_lr_ratio: float = 0.1
+    warmup: int = 100
+    steps: int = 2000  # total optimizer steps (a resumed run continues up to this)
+    weight_decay: float = 0.1
+    seed: int = 0
+    dtype: str = "float32"  # float32 | bfloat16 (training compute dtype)
+    device: str = "cpu"
+    block_size: int = 32
+    ar_fraction: float = 0.0  # share of micro-batches with the auxiliary AR layout (block 1)
+    mix: dict = field(default_factory=lambda: {"code": 1.0, "curriculum": 0.0, "transcripts": 0.0,
+                                               "calls": 0.0})
+    log_every: int = 10
+    eval_every: int = 200
+    save_every: int = 200
+    max_minutes: float | None = None
+    threads: int | None = 1
+    transcripts_file: str | None = None  # JSONL of rendered transcripts (see transcripts.py)
+
+    def __post_init__(self) -> None:
+        if self.seq_len % self.block_size:
+            raise ValueError("seq_len must be a multiple of block_size")
+        if self.dtype not in ("float32", "bfloat16"):
+            raise ValueError("dtype must be float32 or bfloat16")
+        if not 0.0 <= self.ar_fraction <= 1.0:
+            raise ValueError("ar_fraction must be in [0, 1]")
+        if self.batch_size < 1 or self.grad_accum < 1 or self.steps < 1:
+            raise ValueError("batch_size, grad_accum and steps must be >= 1")
+
+
+def lr_at(cfg: TrainConfig, step: int) -> float:
+    """Linear warmup then cosine decay to min_lr_ratio * lr."""
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    p = min(1.0, (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup))
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * p)))
+
+
+def _tokenizer(cfg: TrainConfig, out: Path):
+    from transformers import AutoTokenizer
+
+    from clover_cli.engine.training import corpus
+    from clover_cli.engine.training import tokenizer as T
+
+    if (out / "model" / "tokenizer.json").exists():
+        return AutoTokenizer.from_pretrained(str(out / "model"))
+    if cfg.tokenizer_dir:
+        return AutoTokenizer.from_pretrained(cfg.tokenizer_dir)
+    if cfg.from_dir:
+        tok = AutoTokenizer.from_pretrained(cfg.from_dir)
+        missing = [t for t in T.SPECIAL_TOKENS if t not in tok.get_vocab()]
+        if missing:
+            tok.add_special_tokens({"additional_special_tokens": missing})
+        tok.mask_token = "<|mask|>"
+        if not tok.chat_template:
+            tok.chat_template = T.chat_template()
+        return tok
+    files = list(corpus.python_files(split="train"))
+    random.Random(cfg.seed).shuffle(files)
+    return T.save_hf_tokenizer(T.train_tokenizer(files, cfg.vocab_size), out / "tokenizer")
+
+
+def _model(cfg: TrainConfig, out: Path, tok):
+    from transformers import AutoModelForCausalLM
+
+    if (out / "model" / "config.json").exists():
+        model = AutoModelForCausalLM.from_pretrained(str(out / "model"), dtype=torch.float32,
+                                                     attn_implementation="eager")
+    elif cfg.from_dir:
+        model = modeling.adapt_from_ar(Path(cfg.from_dir), tok, cfg.block_size)
+    else:
+        model = modeling.build_model(modeling.new_config(tok, cfg.size, block_size=cfg.block_size))
+    return model.to(device=cfg.device, dtype=getattr(torch, cfg.dtype))
+
+
+def _sources(cfg: TrainConfig, tok, split: str = "train") -> dict:
+    from clover_cli.engine.training import curriculum, transcripts
+
+    src: dict = {}
+    if cfg.mix.get("code", 0) > 0:
+        src["code"] = CodeSource(tok, split)
+    if cfg.mix.get("curriculum", 0) > 0:
+        src["curriculum"] = PackedChatSource(tok, lambda r: curriculum.curriculum_chat(r, tok))
+    if cfg.mix.get("calls", 0) > 0:
+        src["calls"] = PackedChatSource(tok, lambda r: transcripts.synthetic_call_chat(r, tok))
+    if cfg.mix.get("transcripts", 0) > 0:
+        pool = transcripts.load_rendered(Path(cfg.transcripts_file), split, tok) if cfg.transcripts_file \
+            else None
+        if not pool:
+            raise ValueError("mix has transcripts but --transcripts FILE gave none for " + split)
+        src["transcripts"] = PackedChatSource(tok, lambda r: r.choice(pool))
+    return src
+
+
+class Trainer:
+    """Owns model, optimizer, data and the output directory; `run()` trains until cfg.steps."""
+
+    def __init__(self, cfg: TrainConfig, echo: Callable[[str], None] = print):
+        self.cfg = cfg
+        self.echo = echo
+        self.out = Path(cfg.out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        torch.manual_seed(cfg.seed)
+        self.tok = _tokenizer(cfg, self.out)
+        self.model = _model(cfg, self.out, self.tok)
+        self.mask_id = int(self.model.config.mask_token_id)
+        self.pad_id = self.tok.convert_tokens_to_ids("<|pad|>")
+        decay = [p for n, p in self.model.named_parameters() if p.dim() >= 2]
+        other = [p for n, p in self.model.named_parameters() if p.dim() < 2]
+        self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                                      {"params": other, "weight_decay": 0.0}],
+                                     lr=cfg.lr, betas=(0.9, 0.95))
+        self.step, self.tokens, self.elapsed = 0, 0, 0.0
+        self.rng = random.Random(cfg.seed)
+        self.gen = torch.Generator().manual_seed(cfg.seed)
+        self._resume()
+        self.mix = Mixture(_sources(cfg, self.tok), cfg.mix, self.pad_id)
+
+    def _resume(self) -> None:
+        state_path, opt_path = self.out / "train_state.json", self.out / "optimizer.pt"
+        if not (state_path.exists() and opt_path.exists()):
+            return
+        state = json.loads(state_path.read_text())
+        self.step, self.tokens, self.elapsed = state["step"], state["tokens"], state["elapsed"]
+        blob = torch.load(opt_path, weights_only=False)
+        try:
+            self.opt.load_state_dict(blob["optimizer"])
+        except ValueError as e:  # parameter groups changed (e.g. adapted model): restart optimizer
+            self.echo(f"optimizer state not reused: {e}")
+        self.rng.setstate(blob["python_rng"])
+        self.gen.set_state(blob["torch_gen"])
+        self.echo(f"resumed from {self.out} at step {self.step}")
+
+    def save(self) -> None:
+        """Checkpoint model (fp32), optimizer, RNG and step; atomic per file."""
+        modeling.save_checkpoint(self.model, self.tok, self.out / "model", dtype=torch.float32)
+        blob = {"optimizer": self.opt.state_dict(), "python_rng": self.rng.getstate(),
+                "torch_gen": self.gen.get_state()}
+        tmp = self.out / "optimizer.pt.tmp"
+        torch.save(blob, tmp)
+        tmp.replace(self.out / "optimizer.pt")
+        state = {"step": self.step, "tokens": self.tokens, "elapsed": self.elapsed,
+                 "params": modeling.param_count(self.model), "config": asdict(self.cfg)}
+        (self.out / "train_state.json").write_text(json.dumps(state, indent=2) + "\n")
+        (self.out / "model" / "train_state.json").write_text(json.dumps(state, indent=2) + "\n")
+
+    def log(self, rec: dict) -> None:
+        """Append one record to OUT/log.jsonl."""
+        with open(self.out / "log.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps(rec) + "\n")
+
+    def micro_step(self) -> tuple[float, str, int]:
+        """One forward/backward on a fresh micro-batch; returns (loss, kind, tokens)."""
+        cfg = self.cfg
+        ids, ok, pad = self.mix.batch(self.rng, cfg.batch_size, cfg.seq_len)  # [B, N] each
+        ids, ok, pad = ids.to(cfg.device), ok.to(cfg.device), pad.to(cfg.device)
+        ar = self.rng.random() < cfg.ar_fraction
+        loss, count = blockdiff.bd_forward_loss(
+            self.model, ids, 1 if ar else cfg.block_size, self.mask_id, self.gen, loss_ok=ok,
+            pad=pad, full_mask=ar)
+        (loss / cfg.grad_accum).backward()
+        return float(loss), "ar" if ar else "bd", ids.numel()
+
+    def run(self, evaluate: Callable[["Trainer"], dict] | None = None) -> dict:
+        """Train up to cfg.steps (or max_minutes); returns the last log record."""
+        cfg = self.cfg
+        self.model.train()
+        t_start = time.time()
+        window_t, window_tok, losses = time.time(), 0, {"bd": [], "ar": []}
+        last: dict = {}
+        while self.step < cfg.steps:
+            for g in self.opt.param_groups:
+                g["lr"] = lr_at(cfg, self.step)
+            for _ in range(cfg.grad_accum):
+                loss, kind, ntok = self.micro_step()
+                losses[kind].append(loss)
+                window_tok += ntok
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+            self.opt.step()
+            self.opt.zero_grad(set_to_none=True)
+            self.step += 1
+            if self.step % cfg.log_every == 0 or self.step == cfg.steps:
+                dt = time.time() - window_t
+                self.tokens += window_tok
+                self.elapsed += dt
+                rec = {"step": self.step, "lr": lr_at(cfg, self.step),
+                       "loss": _mean(losses["bd"]), "ar_loss": _mean(losses["ar"]),
+                       "tok_s": window_tok / max(dt, 1e-9), "tokens": self.tokens,
+                       "elapsed_s": round(self.elapsed, 1)}
+                self.echo(f"step {self.step}/{cfg.steps} loss {_fmt(rec['loss'])} "
+                          f"ar {_fmt(rec['ar_loss'])} lr {rec['lr']:.2e} "
+                          f"{rec['tok_s']:.0f} tok/s {self.elapsed / 60:.1f} min")
+                self.log(rec)
+                last = rec
+                window_t, window_tok, losses = time.time(), 0, {"bd": [], "ar": []}
+            if evaluate and (self.step % cfg.eval_every == 0 or self.step == cfg.steps):
+                self.model.eval()
+                ev = {"step": self.step, "eval": evaluate(self)}
+                self.model.train()
+                self.echo("eval " + json.dumps(ev["eval"]))
+                self.log(ev)
+                window_t = time.time()
+            if self.step % cfg.save_every == 0 or self.step == cfg.steps:
+                self.save()
+            if cfg.max_minutes and time.time() - t_start > cfg.max_minutes * 60:
+                self.echo(f"time limit reached at step {self.step}")
+                self.save()
+                break
+        return last
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def heldout_loss(model, rows, block_size: int, mask_id: int, seed: int = 1234) -> float:
+    """Mean block-diffusion loss over fixed held-out rows (fixed noise seed)."""
+    gen = torch.Generator().manual_seed(seed)
+    total, count = 0.0, 0
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        for ex in rows:
+            ids = torch.tensor([ex.ids], device=device)
+            ok = torch.tensor([ex.loss_ok], device=device)
+            loss, c = blockdiff.bd_forward_loss(model, ids, block_size, mask_id, gen, loss_ok=ok)
+            total += float(loss) * c
+            count += c
+    return total / max(count, 1)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("use `clover train`")

@@ -1,0 +1,233 @@
+"""Agent transcripts for training: templated repository-navigation requests, the right tool call,
+the REAL tool result (clover_cli.tools.registry.run_tool) and a short grounded answer.
+
+Repositories are package source trees on this machine (stdlib packages and site-packages);
+whole repositories are held out for evaluation. Request phrasings and answer templates live in
+requests.json (data, not code)."""
+from __future__ import annotations
+
+import json
+import random
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterator
+
+from clover_cli.engine.training import corpus, names
+
+REQUESTS = Path(__file__).with_name("requests.json")
+_DEF_RE = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)", re.M)
+_MATCH_RE = re.compile(r"^(.+?):(\d+): ", re.M)
+_SUMMARY_RE = re.compile(r"\[(\d+) matches in (\d+) files")
+
+
+@lru_cache(maxsize=1)
+def requests() -> dict:
+    """The request/answer templates of requests.json."""
+    return json.loads(REQUESTS.read_text(encoding="utf-8"))
+
+
+def call_args(kind: str, x: str) -> tuple[str, dict]:
+    """(tool name, arguments) answering request `kind` about `x`."""
+    spec = requests()[kind]
+    if kind == "define":
+        return spec["tool"], {"pattern": spec["pattern"].replace("{X}", x)}
+    if kind == "uses":
+        return spec["tool"], {"pattern": spec["pattern"].replace("{X}", x)}
+    if kind == "tests":
+        return spec["tool"], {"command": spec["command"]}
+    return spec["tool"], {spec["arg"]: x}
+
+
+def call_message(tool: str, args: dict) -> dict:
+    """An assistant message holding one tool call (OpenAI message shape)."""
+    return {"role": "assistant", "content": "",
+            "tool_calls": [{"type": "function", "function": {"name": tool, "arguments": args}}]}
+
+
+def user_text(rng: random.Random, kind: str, x: str) -> str:
+    """One phrasing of a request."""
+    return rng.choice(requests()[kind]["phrases"]).replace("{X}", x)
+
+
+def system_messages(rng: random.Random, p_system: float) -> tuple[list[dict], list[dict] | None]:
+    """With probability p_system: the agent's real system prompt and tool schemas."""
+    if rng.random() >= p_system:
+        return [], None
+    sys_text, schemas = agent_prefix()
+    return [{"role": "system", "content": sys_text}], schemas
+
+
+@lru_cache(maxsize=1)
+def agent_prefix() -> tuple[str, list[dict]]:
+    """The agent's system prompt text and tool schemas (as the agent renders them)."""
+    from clover_cli.tools.registry import tool_schemas
+
+    try:
+        from clover_cli.agent.prompt_files import render
+        text = render("agent_system.md", root="/repo")
+    except Exception:  # the agent's prompt files are not ours; fall back to no system text
+        text = ""
+    return text, tool_schemas()
+
+
+def synthetic_call_chat(rng: random.Random, tokenizer, p_system: float = 0.0) -> str:
+    """A request about a synthetic (unmemorisable) name/path and the right tool call only."""
+    kind = rng.choice(("show", "define", "uses", "list", "define", "show"))
+    x = {"file": names.module_path(rng), "name": names.identifier(rng),
+         "dir": names.dir_path(rng)}[requests()[kind]["kind"]]
+    sys_msgs, tools = system_messages(rng, p_system)
+    tool, args = call_args(kind, x)
+    msgs = sys_msgs + [{"role": "user", "content": user_text(rng, kind, x)}, call_message(tool, args)]
+    return tokenizer.apply_chat_template(msgs, tools=tools, tokenize=False)
+
+
+# ---- real repositories --------------------------------------------------------------------
+
+def package_repos(roots: list[Path] | None = None, min_files: int = 3) -> list[Path]:
+    """Package directories (with __init__.py and >= min_files .py files) used as repositories."""
+    out = []
+    for root in roots or corpus.source_roots():
+        for d in sorted(p for p in root.iterdir() if p.is_dir()):
+            if not (d / "__init__.py").exists() or d.name.startswith(("_", ".")):
+                continue
+            if d.name in ("test", "tests", "idlelib", "lib2to3", "clover_cli", "torch"):
+                continue
+            n = sum(1 for _ in d.rglob("*.py"))
+            if min_files <= n <= 400:
+                out.append(d)
+    return out
+
+
+def repo_split(repo: Path) -> str:
+    """'eval' for whole held-out repositories (about 15%), else 'train'."""
+    return "eval" if corpus.is_heldout("repo:" + repo.name, percent=15) else "train"
+
+
+class RepoIndex:
+    """Small files, defined names and directories of one repository, for picking targets."""
+
+    def __init__(self, repo: Path):
+        self.repo = repo
+        self.small_files: list[str] = []
+        self.names: list[str] = []
+        self.dirs: dict[str, int] = {}
+        for p in sorted(repo.rglob("*.py")):
+            if "__pycache__" in p.parts:
+                continue
+            rel = p.relative_to(repo).as_posix()
+            text = corpus.read_source(p) or ""
+            if 0 < text.count("\n") <= 30 and len(text) <= 1200:
+                self.small_files.append(rel)
+            self.names += _DEF_RE.findall(text)
+            parent = p.parent.relative_to(repo).as_posix()
+            if parent != ".":
+                self.dirs[parent] = self.dirs.get(parent, 0) + 1
+        self.names = sorted(set(n for n in self.names if len(n) >= 4 and not n.startswith("__")))
+
+
+def _run(tool: str, args: dict, root: Path):
+    from clover_cli.tools.registry import run_tool
+
+    return run_tool(tool, args, root, timeout=60)
+
+
+def answer_text(rng: random.Random, kind: str, x: str, result) -> str | None:
+    """A short answer grounded in the tool result; None when the result is unusable."""
+    ans = requests()["answers"]
+    if not result.ok:
+        return None
+    out = result.output
+    if kind == "show":
+        n = sum(1 for line in out.splitlines() if re.match(r"^\s*\d+\t", line))
+        return rng.choice(ans["show"]).format(FILE=x, N=n)
+    if kind in ("define", "uses"):
+        hits = _MATCH_RE.findall(out)
+        if not hits:
+            return rng.choice(ans[kind + "_none"]).format(X=x)
+        if kind == "define":
+            pat = re.compile(rf"(?:def|class)\s+{re.escape(x)}\b")
+            for (f, line), text in zip(hits, out.splitlines()):
+                if pat.search(text):
+                    return rng.choice(ans["define"]).format(X=x, FILE=f, LINE=line)
+            return None
+        m = _SUMMARY_RE.search(out)
+        if not m:
+            return None
+        return rng.choice(ans["uses"]).format(X=x, N=m.group(1), M=m.group(2), FILE=hits[0][0],
+                                              LINE=hits[0][1])
+    if kind == "list":
+        files = [ln for ln in out.splitlines() if ln and not ln.startswith("[")]
+        if not files:
+            return None
+        return rng.choice(ans["list"]).format(X=x, N=len(files), FILE=rng.choice(files))
+    return None
+
+
+def make_transcript(rng: random.Random, repo: Path, index: RepoIndex, p_system: float = 0.0,
+                    max_result_chars: int = 1500) -> dict | None:
+    """One transcript dict {repo, split, kind, x, messages, tools} or None if no target fits."""
+    kind = rng.choice(("show", "define", "define", "uses", "list"))
+    pool = {"show": index.small_files, "define": index.names, "uses": index.names,
+            "list": sorted(d for d, n in index.dirs.items() if n <= 20)}[kind]
+    if not pool:
+        return None
+    x = rng.choice(pool)
+    tool, args = call_args(kind, x)
+    result = _run(tool, args, repo)
+    if len(result.output) > max_result_chars:
+        return None
+    answer = answer_text(rng, kind, x, result)
+    if answer is None:
+        return None
+    sys_msgs, tools = system_messages(rng, p_system)
+    msgs = sys_msgs + [{"role": "user", "content": user_text(rng, kind, x)},
+                       call_message(tool, args),
+                       {"role": "tool", "content": result.output},
+                       {"role": "assistant", "content": answer}]
+    return {"repo": repo.name, "split": repo_split(repo), "kind": kind, "x": x,
+            "tool": tool, "arguments": args, "result": result.output, "messages": msgs,
+            "with_tools": tools is not None}
+
+
+def generate(out_file: Path, n: int, seed: int = 0, p_system: float = 0.2,
+             repos: list[Path] | None = None) -> Iterator[dict]:
+    """Write n transcripts (JSONL) from the package repositories; yields each record."""
+    rng = random.Random(seed)
+    repos = repos or package_repos()
+    indexes: dict[Path, RepoIndex] = {}
+    out_file = Path(out_file)
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    made = 0
+    with open(out_file, "w", encoding="utf-8") as f:
+        while made < n:
+            repo = rng.choice(repos)
+            if repo not in indexes:
+                indexes[repo] = RepoIndex(repo)
+            rec = make_transcript(rng, repo, indexes[repo], p_system)
+            if rec is None:
+                continue
+            rec["root"] = str(repo)
+            f.write(json.dumps(rec) + "\n")
+            made += 1
+            yield rec
+
+
+def render(tokenizer, rec: dict) -> str:
+    """The rendered chat text of a transcript record (tools in the system section if present)."""
+    tools = agent_prefix()[1] if rec.get("with_tools") else None
+    return tokenizer.apply_chat_template(rec["messages"], tools=tools, tokenize=False)
+
+
+def load_records(path: Path, split: str | None = None) -> list[dict]:
+    """Transcript records of one split ('train' | 'eval' | None for all)."""
+    recs = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line]
+    return [r for r in recs if split is None or r["split"] == split]
+
+
+def load_rendered(path: Path, split: str, tokenizer=None) -> list[str]:
+    """Rendered transcript texts of one split (the JSONL carries 'text' when pre-rendered)."""
+    recs = load_records(path, split)
+    if tokenizer is None:
+        return [r["text"] for r in recs if "text" in r]
+    return [render(tokenizer, r) for r in recs]
