@@ -51,12 +51,20 @@ class SessionLog:
         self.session_id = session_id
         self.path = sessions_dir(root) / f"{session_id}.jsonl"
         self.enabled = enabled
+        self._checked_tail = False
 
     def append(self, record: dict[str, Any]) -> None:
         if not self.enabled:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         line = json.dumps({"t": round(time.time(), 3), **record}, ensure_ascii=False, default=str)
+        if not self._checked_tail:  # a line torn by an earlier crash must not swallow this one
+            self._checked_tail = True
+            if self.path.is_file() and self.path.stat().st_size:
+                with open(self.path, "rb") as f:
+                    f.seek(-1, os.SEEK_END)
+                    if f.read(1) != b"\n":
+                        line = "\n" + line
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(line + "\n")
             f.flush()
@@ -79,9 +87,7 @@ def load_messages(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], int
         try:
             rec = json.loads(line)
         except ValueError:
-            if n == len(lines):  # a torn last line from a crash: ignore it
-                continue
-            raise SessionError(f"session {path} line {n} is not JSON")
+            continue  # a line torn by a crash: the records around it still count
         kind = rec.get("type")
         if kind == "meta":
             meta = rec
