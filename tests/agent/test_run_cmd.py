@@ -1,0 +1,80 @@
+"""`clover run` as a real subprocess with the replay backend."""
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from .helpers import CALC, call, make_repo, replay
+
+PATCH = "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n"
+
+
+def clover(*args, cwd=None, timeout=120):
+    return subprocess.run([sys.executable, "-m", "clover_cli.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=timeout)
+
+
+def test_run_json_lines(tmp_path):
+    repo = make_repo(tmp_path / "repo")
+    spec = replay(tmp_path, ["Reading.\n" + call("read_file", path="calc.py"),
+                             call("apply_patch", patch=PATCH),
+                             call("run_shell", command="python3 check_calc.py"),
+                             call("run_shell", command="rm check_calc.py"),
+                             "Fixed add."])
+    t0 = time.monotonic()
+    p = clover("run", "fix add", "--model", spec, "--root", str(repo), "--json",
+               "--shell-allow", "python3 check_calc.py")
+    elapsed = time.monotonic() - t0
+    assert p.returncode == 0, p.stderr
+    lines = [json.loads(l) for l in p.stdout.splitlines()]
+    types = [l["type"] for l in lines]
+    assert set(types) <= {"block", "tool_call", "tool_result", "approval", "turn_end", "error"}
+    assert types[-1] == "turn_end" and types.count("tool_call") == 4
+    calls = [l for l in lines if l["type"] == "tool_call"]
+    assert calls[0]["name"] == "read_file" and calls[0]["arguments"] == {"path": "calc.py"}
+    results = [l for l in lines if l["type"] == "tool_result"]
+    assert [(r["name"], r["ok"]) for r in results] == [("read_file", True), ("apply_patch", True),
+                                                      ("run_shell", True), ("run_shell", False)]
+    assert "PASSED" in results[2]["output"]
+    approval = [l for l in lines if l["type"] == "approval"]
+    assert len(approval) == 1 and approval[0]["decision"] == "no" and "rm check_calc.py" in approval[0]["summary"]
+    assert "not allowed here" in results[3]["output"] and (repo / "check_calc.py").exists()
+    end = lines[-1]
+    assert end["reason"] == "done" and end["final_text"] == "Fixed add."
+    assert end["stats"]["steps"] == 5 and end["stats"]["tool_calls"] == 4
+    assert end["changed_files"] == ["calc.py"]
+    assert "".join(l["text"] for l in lines if l["type"] == "block").startswith("Reading.")
+    assert (repo / "calc.py").read_text() == CALC.replace("a - b", "a + b")
+    assert elapsed < 60
+
+
+def test_run_text_mode_and_limits(tmp_path):
+    repo = make_repo(tmp_path / "repo", git=False)
+    spec = replay(tmp_path, ["Look: " + call("read_file", path="calc.py"), call("grep", pattern="mul"), "never"])
+    p = clover("run", "look", "--model", spec, "--root", str(repo), "--max-steps", "2")
+    assert p.returncode == 1
+    assert p.stdout.startswith("Look: ")
+    assert '> read_file {"path": "calc.py"} -> ok' in p.stdout and "> grep " in p.stdout
+    assert "max_steps" in p.stderr
+
+
+def test_run_yolo_runs_shell(tmp_path):
+    repo = make_repo(tmp_path / "repo", git=False)
+    spec = replay(tmp_path, [call("run_shell", command="echo made > made.txt"), "ok"])
+    p = clover("run", "make it", "--model", spec, "--root", str(repo), "--approval", "yolo", "--json")
+    assert p.returncode == 0, p.stderr
+    assert (repo / "made.txt").read_text().strip() == "made"
+
+
+def test_run_bad_arguments_exit_2(tmp_path):
+    p = clover("run", "x", "--model", "nonsense-model", "--root", str(tmp_path))
+    assert p.returncode == 2
+    assert p.stderr.strip().count("\n") == 0 and "unknown model spec" in p.stderr
+    p = clover("run", "x", "--model", f"replay:{tmp_path / 'missing.json'}", "--root", str(tmp_path))
+    assert p.returncode == 2 and "not found" in p.stderr
+    p = clover("run", "x", "--model", "tiny", "--root", str(tmp_path / "nope"))
+    assert p.returncode == 2 and "not a directory" in p.stderr
+    p = clover("run", "x", "--approval", "ask", "--root", str(tmp_path))
+    assert p.returncode == 2
