@@ -37,9 +37,8 @@ class GenerationStats:
 
     @property
     def tpf(self) -> float:
-        """Tokens per forward of the decode steps (commit forwards are not counted as steps)."""
-        steps = sum(self.steps_per_block)
-        return self.generated_tokens / steps if steps else 0.0
+        """Tokens per model forward after prefill (unfused commit forwards count too)."""
+        return self.generated_tokens / self.forwards if self.forwards else 0.0
 
     @property
     def tokens_per_second(self) -> float:

@@ -1,0 +1,101 @@
+"""`clover generate`: decode one prompt with the engine and show the plain decoding rule."""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+
+def quiet_transformers() -> None:
+    """Silence progress bars and advisory warnings on our users' terminals."""
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    warnings.filterwarnings("ignore", category=UserWarning)
+
+
+def load_or_exit(spec: str, **kwargs):
+    """Load an in-process model or exit 2 with one line on stderr."""
+    from clover_cli.engine.loader import ModelLoadError, load_model
+
+    quiet_transformers()
+    try:
+        return load_model(spec, **kwargs)
+    except ModelLoadError as exc:
+        click.echo(f"clover: error: {exc}", err=True)
+        sys.exit(2)
+
+
+@click.command("generate")
+@click.option("--model", "model_spec", default="tiny", show_default=True, help="Model spec.")
+@click.option("--prompt", default=None, help="Prompt text.")
+@click.option("--prompt-file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Read the prompt from a file.")
+@click.option("--raw", is_flag=True, help="Tokenize the prompt as is (no chat template).")
+@click.option("--max-new-tokens", type=click.IntRange(1, 1_000_000), default=256, show_default=True)
+@click.option("--block-size", type=click.IntRange(1, 1024), default=None, help="Override the model's block size.")
+@click.option("--threshold", type=click.FloatRange(0.0, 1.0), default=0.95, show_default=True)
+@click.option("--temperature", type=click.FloatRange(0.0), default=0.0, show_default=True)
+@click.option("--top-p", type=click.FloatRange(0.0, 1.0, min_open=True), default=1.0, show_default=True)
+@click.option("--seed", type=int, default=None)
+@click.option("--stop", multiple=True, help="Stop string (repeatable).")
+@click.option("--repetition-penalty", type=click.FloatRange(1.0), default=1.0, show_default=True,
+              help="> 1 turns on repetition control.")
+@click.option("--progressive-ending", is_flag=True, help="Bias toward EOS near the token budget.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of streaming text.")
+def generate(model_spec, prompt, prompt_file, raw, max_new_tokens, block_size, threshold, temperature,
+             top_p, seed, stop, repetition_penalty, progressive_ending, as_json) -> None:
+    """Decode a prompt with the engine (block diffusion or AR) and stream it as blocks commit."""
+    if (prompt is None) == (prompt_file is None):
+        raise click.UsageError("give exactly one of --prompt or --prompt-file")
+    if prompt_file is not None:
+        with open(prompt_file, encoding="utf-8") as fh:
+            prompt = fh.read()
+    from clover_cli.engine.config import GenerationConfig
+    from clover_cli.engine.decode import Engine
+    from clover_cli.engine.events import BlockCommitted, GenerationResult
+    from clover_cli.engine.loader import ModelLoadError
+
+    lm = load_or_exit(model_spec, block_size=block_size)
+    try:
+        text = prompt if raw else lm.render_chat([{"role": "user", "content": prompt}])
+    except ModelLoadError as exc:
+        click.echo(f"clover: error: {exc}", err=True)
+        sys.exit(2)
+    prompt_ids = lm.encode_raw(text) if raw else lm.encode(text)
+    if not prompt_ids:
+        click.echo("clover: error: the prompt encodes to no tokens", err=True)
+        sys.exit(2)
+    cfg = GenerationConfig(max_new_tokens=max_new_tokens, block_size=block_size, threshold=threshold,
+                           temperature=temperature, top_p=top_p, seed=seed, stop=tuple(stop),
+                           repetition_penalty=repetition_penalty, progressive_ending=progressive_ending)
+    result = None
+    try:
+        for event in Engine(lm).stream(prompt_ids, cfg):
+            if isinstance(event, BlockCommitted) and not as_json:
+                sys.stdout.write(event.text)
+                sys.stdout.flush()
+            elif isinstance(event, GenerationResult):
+                result = event
+    except KeyboardInterrupt:
+        click.echo("\nclover: interrupted", err=True)
+        sys.exit(130)
+    assert result is not None
+    stats = result.stats
+    if as_json:
+        click.echo(json.dumps({
+            "text": result.text, "token_ids": list(result.token_ids), "prompt_ids": list(prompt_ids),
+            "forwards": stats.forwards, "blocks": stats.blocks, "tpf": round(stats.tpf, 4),
+            "seconds": round(stats.total_seconds, 4),
+            "tokens_per_second": round(stats.tokens_per_second, 2),
+            "finish_reason": result.finish_reason, "steps_per_block": list(stats.steps_per_block),
+            "model": lm.name, "block_size": block_size or lm.block_size, "threshold": threshold,
+        }))
+    else:
+        click.echo("")
+        click.echo(f"[{result.finish_reason}] {stats.generated_tokens} tokens, {stats.forwards} forwards, "
+                   f"TPF {stats.tpf:.2f}, {stats.tokens_per_second:.1f} tok/s", err=True)

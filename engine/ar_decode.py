@@ -1,0 +1,89 @@
+"""Autoregressive decoding with a KV cache, through the same event API as block decoding.
+
+Each generated token is reported as its own committed "block" of one token.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Iterator
+
+import torch
+
+from .config import GenerationConfig
+from .events import BlockCommitted, DenoiseStep, GenerationResult, GenerationStats
+from .processors import process_logits, repeated_block
+from .runtime import ForwardRunner, TextStreamer, find_stop, hidden_token_ids, make_cache
+from .selection import select
+
+AR_PREFILL_CHUNK = 512
+
+
+class ARDecoder:
+    def __init__(self, lm, prompt_ids: list[int], cfg: GenerationConfig,
+                 cancel: threading.Event | None = None):
+        if not prompt_ids:
+            raise ValueError("empty prompt")
+        self.lm, self.cfg, self.cancel = lm, cfg, cancel
+        self.prompt = list(prompt_ids)
+        self.eos = tuple(lm.eos_token_ids)
+        self.device = lm.device
+        self.run_forward = ForwardRunner(lm.model)
+        self.streamer = TextStreamer(lm.tokenizer, hidden_token_ids(lm.tokenizer, self.eos, None))
+        self.generator = None
+        if cfg.temperature > 0:
+            self.generator = torch.Generator(device=self.device)
+            self.generator.manual_seed(cfg.seed if cfg.seed is not None else int(time.time_ns() % 2**63))
+
+    def _forward(self, ids: torch.Tensor, start: int, cache, count: bool) -> torch.Tensor:
+        positions = torch.arange(start, start + ids.numel(), device=self.device)
+        return self.run_forward(ids, positions, cache, None, logits_to_keep=1, count=count)[-1]
+
+    def run(self) -> Iterator:
+        cfg = self.cfg
+        t0 = time.perf_counter()
+        cache = make_cache(self.lm.model)
+        ids = torch.tensor(self.prompt, device=self.device)
+        n = len(self.prompt)
+        logits = None
+        for c0 in range(0, n, AR_PREFILL_CHUNK):
+            c1 = min(n, c0 + AR_PREFILL_CHUNK)
+            logits = self._forward(ids[c0:c1], c0, cache, count=c1 == n)  # the last chunk yields token 1
+        prefill_seconds = time.perf_counter() - t0
+        generated: list[int] = []
+        finish = "length"
+        masked = torch.ones(1, dtype=torch.bool, device=self.device)
+        for index in range(cfg.max_new_tokens):
+            if self.cancel is not None and self.cancel.is_set():
+                finish = "cancelled"
+                break
+            processed = process_logits(logits[None], cfg, recent=generated, generated=len(generated),
+                                       eos_ids=self.eos)
+            tokens, _, _ = select(processed, masked, 0.0, cfg.temperature, None, self.generator, cfg.top_p)
+            token = int(tokens[0])
+            generated.append(token)
+            yield DenoiseStep(index, 1, (token,), (False,), 1)
+            yield BlockCommitted(index, (token,), self.streamer.delta(generated))
+            if token in self.eos:
+                finish = "eos"
+                break
+            if cfg.stop and find_stop(self.streamer.text_of(generated), cfg.stop) >= 0:
+                finish = "stop"
+                break
+            if cfg.repetition_penalty > 1.0 and len(generated) >= 64 and repeated_block(
+                    [tuple(generated[-64:-32]), tuple(generated[-32:])], self.eos):
+                finish = "repetition"
+                break
+            if index + 1 == cfg.max_new_tokens:
+                break
+            logits = self._forward(torch.tensor([token], device=self.device), n + index, cache, count=True)
+        text = self.streamer.text_of(generated)
+        if cfg.stop:
+            cut = find_stop(text, cfg.stop)
+            if cut >= 0:
+                finish, text = "stop", text[:cut]
+        stats = GenerationStats(
+            generated_tokens=len(generated), forwards=self.run_forward.forwards, blocks=len(generated),
+            steps_per_block=tuple([1] * len(generated)), forward_seconds=self.run_forward.seconds,
+            total_seconds=time.perf_counter() - t0, prompt_tokens=n, prefill_seconds=prefill_seconds)
+        yield GenerationResult(tuple(generated), text, finish, stats, tuple(self.prompt))

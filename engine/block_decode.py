@@ -1,0 +1,193 @@
+"""Block-diffusion decoding with an exact KV cache (DESIGN.md section 3).
+
+Blocks of `block_size` positions at absolute offsets. The prompt's whole blocks are prefilled
+block-causally in chunks; its tail sits, fixed, at the start of the first decode block. Each
+denoise step runs the block against the cache (bidirectional inside the block), commits every
+masked position whose confidence is strictly above the threshold (else the single most confident
+one), and leaves the cache as it was. A finished block is written to the cache by one forward,
+fused by default with step 0 of the next block (the next block's queries see the committed block
+computed in the same pass). Ideas follow Fast-dLLM v2 (Wu et al. 2025) and SDAR (Cheng et al. 2025).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Iterator
+
+import torch
+
+from .config import GenerationConfig
+from .events import BlockCommitted, DenoiseStep, GenerationResult, GenerationStats
+from .processors import process_logits, repeated_block
+from .runtime import (ForwardRunner, TextStreamer, block_causal_mask, cache_length, find_stop,
+                      hidden_token_ids, make_cache, restore_recurrent, snapshot_recurrent)
+from .selection import select
+
+
+class BlockDecoder:
+    """One generation of a block-diffusion model. Iterate `run()` for events."""
+
+    def __init__(self, lm, prompt_ids: list[int], cfg: GenerationConfig,
+                 cancel: threading.Event | None = None, fuse_commit: bool = True):
+        if not prompt_ids:
+            raise ValueError("empty prompt: block decoding needs at least one prompt token")
+        self.lm, self.cfg, self.cancel = lm, cfg, cancel
+        self.prompt = list(prompt_ids)
+        self.B = cfg.block_size or lm.block_size
+        self.mask_id = lm.mask_token_id
+        self.eos = tuple(lm.eos_token_ids)
+        self.shifted = lm.family.shifted_logits
+        self.fuse = fuse_commit
+        self.device = lm.device
+        self.dtype = next(lm.model.parameters()).dtype
+        self.run_forward = ForwardRunner(lm.model)
+        self.streamer = TextStreamer(lm.tokenizer, hidden_token_ids(lm.tokenizer, self.eos, self.mask_id))
+        self.generator = None
+        if cfg.temperature > 0:
+            self.generator = torch.Generator(device=self.device)
+            self.generator.manual_seed(cfg.seed if cfg.seed is not None else int(time.time_ns() % 2**63))
+
+    # -- forwards -------------------------------------------------------------------------
+    def _forward(self, tokens: torch.Tensor, start: int, cache, keep: int = 0, count: bool = True):
+        """Run tokens [T] at absolute positions start.. against the cache; returns logits [K, V]."""
+        positions = torch.arange(start, start + tokens.numel(), device=self.device)
+        mask = block_causal_mask(positions, cache_length(cache) + tokens.numel(), self.B, self.dtype)
+        return self.run_forward(tokens, positions, cache, mask, logits_to_keep=keep, count=count)
+
+    def _prefill(self, cache, end: int) -> torch.Tensor | None:
+        """Write prompt[0:end] (whole blocks) into the cache in block-aligned chunks."""
+        chunk = self.cfg.prefill_chunk_blocks * self.B
+        last = None
+        ids = torch.tensor(self.prompt[:end], device=self.device)
+        for c0 in range(0, end, chunk):
+            c1 = min(end, c0 + chunk)
+            last = self._forward(ids[c0:c1], c0, cache, keep=1, count=False)[-1]
+        return last  # logits of position end-1 (used by shifted families)
+
+    def _denoise(self, block: torch.Tensor, start: int, cache, saved) -> torch.Tensor:
+        """A denoise step reads the cache and leaves it unchanged (KV cropped, GDN restored)."""
+        before = cache_length(cache)
+        logits = self._forward(block, start, cache)
+        cache.crop(-(cache_length(cache) - before))
+        restore_recurrent(cache, saved)
+        return logits
+
+    def _commit(self, block: torch.Tensor, start: int, cache, with_next: bool):
+        """Write the finished block's KV (and GDN state). With `with_next`, the same forward also
+        runs step 0 of the next (all-masked) block. Returns (carry logits [V], next logits | None)."""
+        if not with_next:
+            logits = self._forward(block, start, cache, count=True)
+            return logits[-1], None
+        masks = torch.full((self.B,), self.mask_id, device=self.device, dtype=block.dtype)
+        logits = self._forward(torch.cat([block, masks]), start, cache)
+        cache.crop(-self.B)  # the next block's keys/values are not committed
+        return logits[self.B - 1], logits[self.B:]
+
+    # -- the loop -------------------------------------------------------------------------
+    def run(self) -> Iterator:
+        cfg, B = self.cfg, self.B
+        t0 = time.perf_counter()
+        n = len(self.prompt)
+        limit = n + cfg.max_new_tokens
+        cache = make_cache(self.lm.model)
+        start = (n // B) * B
+        carry = self._prefill(cache, start) if start else None
+        prefill_seconds = time.perf_counter() - t0
+        generated: list[int] = []
+        blocks: list[tuple[int, ...]] = []
+        steps_per_block: list[int] = []
+        pending = None
+        finish = "length"
+        block_index = 0
+
+        while start < limit:
+            fixed = max(0, n - start)  # prompt tail inside this block
+            block = torch.full((B,), self.mask_id, dtype=torch.long, device=self.device)
+            if fixed:
+                block[:fixed] = torch.tensor(self.prompt[start:n], device=self.device)
+            end = min(B, limit - start)  # positions past the token budget stay masked
+            decodable = torch.zeros(B, dtype=torch.bool, device=self.device)
+            decodable[fixed:end] = True
+            masked = decodable.clone()
+            saved = snapshot_recurrent(cache)
+            steps = 0
+            eos_at = -1
+            while masked.any():
+                if self.cancel is not None and self.cancel.is_set():
+                    finish = "cancelled"
+                    break
+                logits = pending if pending is not None else self._denoise(block, start, cache, saved)
+                pending = None
+                if self.shifted:  # logits at i-1 predict token i
+                    first = carry if carry is not None else logits[0]
+                    logits = torch.cat([first[None], logits[:-1]])
+                recent = generated + block[fixed:end][~masked[fixed:end]].tolist()
+                logits = process_logits(logits, cfg, recent=recent, generated=len(recent),
+                                        eos_ids=self.eos)
+                tokens, _, commit = select(logits, masked, cfg.threshold, cfg.temperature,
+                                           self.mask_id, self.generator, cfg.top_p)
+                block = torch.where(commit, tokens, block)
+                masked &= ~commit
+                steps += 1
+                yield DenoiseStep(block_index, steps, tuple(block[fixed:end].tolist()),
+                                  tuple(masked[fixed:end].tolist()), int(commit.sum()))
+                eos_at = self._eos_done(block, masked, fixed, end)
+                if eos_at >= 0:
+                    break
+            steps_per_block.append(steps)
+            if finish == "cancelled":
+                break
+            stop_here = eos_at >= 0
+            new = block[fixed:(eos_at + 1 if stop_here else end)].tolist()
+            generated.extend(new)
+            blocks.append(tuple(new))
+            yield BlockCommitted(block_index, tuple(new), self.streamer.delta(generated))
+            if stop_here:
+                finish = "eos"
+                break
+            text = self.streamer.text_of(generated)
+            if cfg.stop and find_stop(text, cfg.stop) >= 0:
+                finish = "stop"
+                break
+            if cfg.repetition_penalty > 1.0 and repeated_block(blocks, self.eos):
+                finish = "repetition"
+                break
+            if start + B >= limit:
+                break
+            carry, pending = self._commit(block, start, cache, with_next=self.fuse)
+            start += B
+            block_index += 1
+
+        yield self._result(generated, finish, steps_per_block, t0, prefill_seconds)
+
+    def _eos_done(self, block: torch.Tensor, masked: torch.Tensor, fixed: int, end: int) -> int:
+        """Index of the first committed EOS if every position before it is committed, else -1."""
+        if not self.eos:
+            return -1
+        is_eos = torch.isin(block[fixed:end], torch.tensor(self.eos, device=block.device))
+        is_eos &= ~masked[fixed:end]
+        hits = torch.nonzero(is_eos).flatten()
+        if hits.numel() == 0:
+            return -1
+        first = int(hits[0])
+        if masked[fixed:fixed + first].any():
+            return -1  # EOS committed while earlier positions are masked: keep decoding
+        return fixed + first
+
+    def _result(self, generated: list[int], finish: str, steps_per_block: list[int], t0: float,
+                prefill_seconds: float) -> GenerationResult:
+        ids = list(generated)
+        text = self.streamer.text_of(ids)
+        if self.cfg.stop:
+            cut = find_stop(text, self.cfg.stop)
+            if cut >= 0:
+                finish = "stop"
+                text = text[:cut]
+                while ids and len(self.streamer.text_of(ids[:-1])) >= cut:
+                    ids.pop()
+        stats = GenerationStats(
+            generated_tokens=len(ids), forwards=self.run_forward.forwards, blocks=len(steps_per_block),
+            steps_per_block=tuple(steps_per_block), forward_seconds=self.run_forward.seconds,
+            total_seconds=time.perf_counter() - t0, prompt_tokens=len(self.prompt),
+            prefill_seconds=prefill_seconds)
+        return GenerationResult(tuple(ids), text, finish, stats, tuple(self.prompt))

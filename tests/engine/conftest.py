@@ -1,0 +1,18 @@
+"""Tiny random checkpoints built once per test session (nothing downloaded)."""
+from __future__ import annotations
+
+import pytest
+
+from clover_cli.engine.tiny import build_tiny_checkpoint
+
+
+@pytest.fixture(scope="session")
+def tiny_dirs(tmp_path_factory):
+    """kind -> checkpoint directory; logit_scale makes confidences peaked like a trained model."""
+    root = tmp_path_factory.mktemp("tiny")
+    made = {}
+    for kind, scale in [("clover", 12.0), ("fast_dllm_v2", 12.0), ("sdar", 12.0), ("ar", 1.0),
+                        ("ar_llama", 1.0)]:
+        made[kind] = build_tiny_checkpoint(root / kind, kind, block_size=8 if kind != "sdar" else 4,
+                                           logit_scale=scale)
+    return made

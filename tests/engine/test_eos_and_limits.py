@@ -1,0 +1,155 @@
+"""DESIGN.md exactness test 3 (EOS rule) and the budget, stop, cancel and streaming rules.
+
+A scripted model (logits chosen per absolute position) makes the EOS situations exact.
+"""
+from __future__ import annotations
+
+import threading
+from types import SimpleNamespace
+
+import pytest
+import torch
+from transformers import AutoTokenizer, Qwen3Config
+
+from clover_cli.engine.config import GenerationConfig
+from clover_cli.engine.decode import Engine
+from clover_cli.engine.events import BlockCommitted, DenoiseStep, GenerationResult
+from clover_cli.engine.families import Family
+from clover_cli.engine.loader import LoadedModel
+from clover_cli.engine.runtime import TextStreamer
+
+
+class ScriptedModel(torch.nn.Module):
+    """Returns fixed logits per absolute position, whatever the input."""
+
+    def __init__(self, vocab: int, rows: dict[int, torch.Tensor]):
+        super().__init__()
+        self.config = Qwen3Config(vocab_size=vocab, hidden_size=8, num_hidden_layers=1,
+                                  num_attention_heads=1, num_key_value_heads=1, head_dim=8)
+        self.anchor = torch.nn.Parameter(torch.zeros(1))
+        self.rows, self.vocab = rows, vocab
+        self.calls = 0
+
+    def forward(self, input_ids, position_ids, attention_mask=None, cache=None, use_cache=True,
+                logits_to_keep=0):
+        self.calls += 1
+        flat = torch.zeros(self.vocab)
+        logits = torch.stack([self.rows.get(int(p), flat) for p in position_ids[0]])[None]
+        if logits_to_keep:
+            logits = logits[:, -logits_to_keep:]
+        return SimpleNamespace(logits=logits)
+
+
+def _row(vocab: int, token: int, prob: float) -> torch.Tensor:
+    row = torch.full((vocab,), (1 - prob) / (vocab - 1)).log()
+    row[token] = torch.tensor(prob).log()
+    return row
+
+
+@pytest.fixture()
+def scripted(tiny_dirs):
+    tok = AutoTokenizer.from_pretrained(str(tiny_dirs["clover"]))
+    vocab = len(tok)
+    eos = tok.convert_tokens_to_ids("<|im_end|>")
+    mask = tok.convert_tokens_to_ids("<|mask|>")
+    a = tok.convert_tokens_to_ids("a")
+
+    def make(rows: dict[int, torch.Tensor], block: int = 8) -> LoadedModel:
+        model = ScriptedModel(vocab, rows)
+        fam = Family("clover", True, "qwen3", mask, block)
+        return LoadedModel("scripted", model, tok, fam, eos_token_ids=(eos,))
+
+    return SimpleNamespace(make=make, vocab=vocab, eos=eos, a=a, tok=tok)
+
+
+def test_eos_committed_early_waits_for_earlier_positions(scripted):
+    s = scripted
+    prompt = [s.a] * 5  # positions 0-4; the first decode block is 0-7, generated positions 5, 6, 7
+    rows = {5: _row(s.vocab, s.a, 0.6), 6: _row(s.vocab, s.a, 0.5), 7: _row(s.vocab, s.eos, 0.99)}
+    lm = s.make(rows)
+    events = list(Engine(lm).stream(prompt, GenerationConfig(max_new_tokens=50)))
+    steps = [e for e in events if isinstance(e, DenoiseStep)]
+    result = events[-1]
+    # step 1 commits the EOS at 7 while 5 and 6 are masked: decoding must go on
+    assert steps[0].masked == (True, True, False)
+    assert len(steps) == 3
+    assert result.finish_reason == "eos"
+    assert list(result.token_ids) == [s.a, s.a, s.eos]
+    assert result.text == "aa"
+
+
+def test_output_is_cut_after_the_first_eos(scripted):
+    s = scripted
+    prompt = [s.a] * 8  # aligned: block 8-15 is all generated
+    rows = {8: _row(s.vocab, s.a, 0.99), 9: _row(s.vocab, s.eos, 0.99), 10: _row(s.vocab, s.a, 0.99),
+            11: _row(s.vocab, s.eos, 0.99)}
+    result = Engine(s.make(rows)).generate(prompt, GenerationConfig(max_new_tokens=50))
+    assert list(result.token_ids) == [s.a, s.eos]
+    assert result.finish_reason == "eos" and result.stats.steps_per_block == (1,)
+
+
+def test_max_new_tokens_cuts_and_leaves_later_positions_alone(scripted):
+    s = scripted
+    rows = {p: _row(s.vocab, s.a, 0.99) for p in range(64)}
+    lm = s.make(rows)
+    result = Engine(lm).generate([s.a] * 3, GenerationConfig(max_new_tokens=10))
+    assert len(result.token_ids) == 10 and result.finish_reason == "length"
+    assert result.stats.blocks == 2  # positions 3-7, then 8-12
+
+
+def test_stop_string_cuts_text(scripted):
+    s = scripted
+    b = s.tok.convert_tokens_to_ids("b")
+    rows = {p: _row(s.vocab, s.a if p % 4 else b, 0.99) for p in range(64)}
+    result = Engine(s.make(rows)).generate([s.a] * 3, GenerationConfig(max_new_tokens=40, stop=("ba",)))
+    assert result.finish_reason == "stop"
+    assert result.text == "a"  # a b a a a b ...: cut before the first "ba"
+
+
+def test_cancel_between_steps(scripted):
+    s = scripted
+    rows = {p: _row(s.vocab, s.a, 0.3) for p in range(200)}  # one commit per step
+    cancel = threading.Event()
+    seen = 0
+    result = None
+    for ev in Engine(s.make(rows)).stream([s.a] * 3, GenerationConfig(max_new_tokens=100), cancel):
+        if isinstance(ev, DenoiseStep):
+            seen += 1
+            if seen == 3:
+                cancel.set()
+        result = ev
+    assert isinstance(result, GenerationResult)
+    assert result.finish_reason == "cancelled" and seen == 3
+
+
+def test_block_text_deltas_rebuild_the_text(scripted, tiny_dirs):
+    s = scripted
+    ids = s.tok.encode("héllo wörld — ünïcode ✓ 日本語", add_special_tokens=False)
+    streamer = TextStreamer(s.tok, {s.eos})
+    out = ""
+    for k in range(1, len(ids) + 1):  # one token per block: multi-byte characters get split
+        delta = streamer.delta(ids[:k])
+        assert "\ufffd" not in delta
+        out += delta
+    assert out == "héllo wörld — ünïcode ✓ 日本語"
+
+
+def test_repetition_control_stops_repeated_blocks(scripted):
+    s = scripted
+    rows = {p: _row(s.vocab, s.a, 0.99) for p in range(300)}
+    plain = Engine(s.make(rows)).generate([s.a] * 8, GenerationConfig(max_new_tokens=64))
+    assert plain.finish_reason == "length"
+    ctl = Engine(s.make(rows)).generate([s.a] * 8, GenerationConfig(max_new_tokens=64, repetition_penalty=1.3))
+    assert ctl.finish_reason == "repetition" and len(ctl.token_ids) == 16
+
+
+def test_progressive_ending_prefers_eos_near_the_budget(scripted):
+    s = scripted
+    rows = {p: torch.zeros(s.vocab) for p in range(300)}
+    for p in rows:
+        rows[p][s.a] = 4.0
+        rows[p][s.eos] = 0.0
+    plain = Engine(s.make(rows)).generate([s.a] * 8, GenerationConfig(max_new_tokens=32))
+    assert plain.finish_reason == "length"
+    ended = Engine(s.make(rows)).generate([s.a] * 8, GenerationConfig(max_new_tokens=32, progressive_ending=True))
+    assert ended.finish_reason == "eos" and 24 < len(ended.token_ids) <= 32
