@@ -1,0 +1,110 @@
+"""`clover fix` end to end: real repo, real pytest, the replay backend playing the agent."""
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from modes_helpers import BUGGY, FIXED, TEST_ADD, clover, git, run, tool_call, write_replay
+
+pytestmark = pytest.mark.slow
+TEST = "tests/test_add.py::test_add"
+
+
+def _pytest_passes(repo) -> bool:
+    return run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", TEST], repo,
+               check=False).returncode == 0
+
+
+def test_fix_makes_the_test_pass_and_undo_reverts(calc_repo, tmp_path):
+    repo, base = calc_repo
+    replay = write_replay(tmp_path / "r.json", [
+        "The bug is in add(). " + tool_call("edit_file", path="calc.py", old="return a - b", new="return a + b"),
+        "Fixed: add() adds now."])
+    assert not _pytest_passes(repo)
+    proc = clover("fix", TEST, "--model", f"replay:{replay}", "--root", str(repo), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "-    return a - b\n+    return a + b" in proc.stdout
+    assert f"PASSED after 1 attempt(s)" in proc.stdout
+    assert (repo / "calc.py").read_text() == FIXED and _pytest_passes(repo)
+    assert git(repo, "rev-parse", "HEAD") == base            # no commits made
+    assert git(repo, "status", "--porcelain") == "M calc.py"   # .clover/ ignores itself
+
+    from clover_cli.tools.checkpoints import CheckpointStore
+    assert CheckpointStore(repo).undo().ok
+    assert (repo / "calc.py").read_text() == BUGGY
+
+
+def test_edits_to_the_test_are_refused_and_reverted(calc_repo, tmp_path):
+    repo, _ = calc_repo
+    replay = write_replay(tmp_path / "cheat.json", [
+        tool_call("edit_file", path="tests/test_add.py", old="== 5", new="== -1"),
+        tool_call("run_shell", command="sed -i 's/== 5/== -1/' tests/test_add.py"),
+        tool_call("write_file", path="tests/conftest.py", content="collect_ignore = ['test_add.py']\n"),
+        "The test passes now."])
+    proc = clover("fix", TEST, "--model", f"replay:{replay}", "--root", str(repo), "--attempts", "1",
+                  "--json", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["status"] == "failed" and result["passed"] is False and result["attempts"] == 1
+    assert result["reverted_test_edits"] == ["tests/test_add.py"]      # the shell edit, put back
+    assert result["protected"] == ["tests/test_add.py", "tests/conftest.py", "conftest.py"]
+    assert result["diff"] == ""
+    assert "FAILED edit_file" in proc.stderr and "FAILED write_file" in proc.stderr
+    assert (repo / "tests" / "test_add.py").read_text() == TEST_ADD
+    assert not (repo / "tests" / "conftest.py").exists()
+    assert (repo / "calc.py").read_text() == BUGGY
+
+
+def test_failure_goes_back_to_the_agent_for_another_attempt(calc_repo, tmp_path):
+    repo, _ = calc_repo
+    replay = write_replay(tmp_path / "r.json", [
+        tool_call("edit_file", path="calc.py", old="return a - b", new="return b - a"),
+        "Swapped the operands.",
+        tool_call("edit_file", path="calc.py", old="return b - a", new="return a + b"),
+        "Now it adds."])
+    proc = clover("fix", TEST, "--model", f"replay:{replay}", "--root", str(repo), "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["status"] == "fixed" and result["attempts"] == 2
+    assert result["changed_files"] == ["calc.py"]
+    session = (repo / ".clover" / "sessions" / f"{result['session_id']}.jsonl").read_text()
+    assert "attempt 2 of 3" in session and "assert -1 == 5" in session   # the re-run's failure output
+
+
+def test_already_passing_bad_input_and_exhausted_attempts(calc_repo, tmp_path):
+    repo, _ = calc_repo
+    missing = f"replay:{tmp_path / 'never-loaded.json'}"
+    ok = clover("fix", "tests/test_mul.py", "--model", missing, "--root", str(repo), cwd=tmp_path)
+    assert ok.returncode == 0 and "already passes" in ok.stdout
+
+    for args, needle in [(["--attempts", "0"], "--attempts"),
+                         (["--model", str(tmp_path / "no-such-dir")], "unknown model spec"),
+                         (["--model", missing], "cannot load model"),
+                         (["--root", str(tmp_path / "nowhere")], "is not a directory"),
+                         (["--test-cmd", "no-such-program-xyz {test}"], "not found")]:
+        proc = clover("fix", TEST, "--root", str(repo), *args, cwd=tmp_path)
+        assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and needle in lines[0], (args, proc.stderr)
+
+    unknown = clover("fix", "tests/test_add.py::test_nope", "--root", str(repo), cwd=tmp_path)
+    assert unknown.returncode == 2 and "pytest could not run" in unknown.stderr
+
+    idle = write_replay(tmp_path / "idle.json", ["I cannot find the bug."])
+    proc = clover("fix", TEST, "--model", f"replay:{idle}", "--root", str(repo), "--attempts", "2",
+                  cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "(no changes)" in proc.stdout and "FAILED after 2 attempt(s)" in proc.stdout
+
+
+def test_project_config_test_cmd(calc_repo, tmp_path):
+    repo, _ = calc_repo
+    (repo / ".clover").mkdir(exist_ok=True)
+    marker = tmp_path / "ran.txt"
+    (repo / ".clover" / "config.toml").write_text(
+        f'test_cmd = "{sys.executable} -c \\"import sys, pathlib; pathlib.Path(r\'{marker}\').write_text(sys.argv[1])\\" {{test}}"\n')
+    proc = clover("fix", "tests/test_mul.py", "--root", str(repo), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert marker.read_text() == "tests/test_mul.py"
