@@ -57,6 +57,16 @@ def test_triton_matches_reference(B, Hq, Hkv, L, P, D, rms_rel):
     assert rms_rel(got, block_attention_reference(*x)) < 1e-5
 
 
+@pytest.mark.parametrize("splits", [pytest.param(1, id="one-split"),
+                                    pytest.param(3, id="three-splits"),
+                                    pytest.param(8, id="more-splits-than-tiles")])
+def test_triton_cache_splits_combine_exactly(splits, rms_rel):
+    from clover_cli.kernels.block_attention.triton_kernel import block_attention_triton
+    x = _inputs(2, 4, 2, 31, 47, 16, seed=splits)
+    got = block_attention_triton(*x, num_splits=splits)
+    assert rms_rel(got, block_attention_reference(*x)) < 1e-5
+
+
 def test_triton_half_precision_and_custom_scale(rms_rel):
     from clover_cli.kernels.block_attention.triton_kernel import block_attention_triton
     x = _inputs(1, 4, 2, 32, 20, 16, seed=5, dtype=torch.float16)
