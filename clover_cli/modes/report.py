@@ -13,7 +13,7 @@ from pathlib import Path
 
 from clover_cli.modes.predictions import write_atomic
 
-EVAL_NOTE = ("local docker-free evaluation (a convenience, not the official SWE-bench harness)")
+EVAL_NOTE = "local docker-free evaluation: a convenience, not the official SWE-bench harness"
 
 
 def report_path(output: Path) -> Path:
