@@ -93,6 +93,21 @@ def test_triton_matches_recurrent(B, T, Hk, Hv, Dk, Dv, chunk, with_state, rms_r
     assert rms_rel(to, o) < 1e-5 and rms_rel(ts, s) < 1e-5
 
 
+def test_triton_reads_views_split_from_one_projection(rms_rel, force_triton):
+    """q, k, v as transformers makes them: reshaped slices of one mixed projection."""
+    gen = torch.Generator().manual_seed(12)
+    B, T, H, Dk, Dv = 1, 19, 2, 16, 8
+    mixed = torch.randn(B, T, 2 * H * Dk + H * Dv, generator=gen)  # [B, T, conv_dim]
+    q, k, v = torch.split(mixed, [H * Dk, H * Dk, H * Dv], dim=-1)
+    q, k, v = q.reshape(B, T, H, Dk), k.reshape(B, T, H, Dk), v.reshape(B, T, H, Dv)
+    assert not q.is_contiguous()
+    g = -torch.rand(B, T, H, generator=gen)
+    beta = torch.rand(B, T, H, generator=gen)
+    o, s = recurrent_gated_delta_rule(q, k, v, g, beta, None, True, use_qk_l2norm=True)
+    to, ts = chunk_gated_delta_rule(q, k, v, g, beta, None, True, use_qk_l2norm=True)
+    assert rms_rel(to, o) < 1e-5 and rms_rel(ts, s) < 1e-5
+
+
 def test_triton_without_l2norm_and_custom_scale(rms_rel):
     from clover_cli.kernels.gated_delta.triton_kernel import chunk_gated_delta_rule_triton
     q, k, v, g, beta, s0 = _inputs(1, 20, 2, 2, 16, 16, seed=4)

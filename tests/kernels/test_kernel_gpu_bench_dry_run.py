@@ -19,7 +19,7 @@ def test_gpu_bench_dry_run_reports_every_op_in_agreement(tmp_path):
     assert doc["dry_run"] is True and doc["device"].startswith("cpu")
     impls = {(r["op"], r["impl"]) for r in doc["rows"]}
     assert {("confidence", "triton"), ("block_attention", "triton"),
-            ("gated_delta", "triton-ieee")} <= impls
+            ("gated_delta", "triton-ieee-c16")} <= impls
     assert all(r["ok"] is not False for r in doc["rows"])
     assert all(r["ms"] is None or r["ms"] > 0 for r in doc["rows"])
     assert "block_attention" in proc.stdout and "triton" in proc.stdout
