@@ -1,0 +1,41 @@
+"""`clover tool NAME --root DIR --args JSON`: run one repository tool headlessly.
+
+Prints one JSON object ({"ok": bool, "output": str, ...}). Exit 0 whether or not the tool
+reported ok; exit 2 for an unknown tool or bad arguments.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+
+def _fail(message: str) -> None:
+    click.echo(json.dumps({"ok": False, "output": message, "error": "bad_arguments"}))
+    click.echo(f"clover tool: {message}", err=True)
+    sys.exit(2)
+
+
+@click.command("tool")
+@click.argument("name")
+@click.option("--root", type=click.Path(file_okay=False, exists=True), default=".",
+              show_default=True, help="Repository root the tool works in.")
+@click.option("--args", "args_json", default="{}", show_default=True,
+              help="The tool's arguments as a JSON object.")
+def tool(name: str, root: str, args_json: str) -> None:
+    """Run repository tool NAME (read_file, list_files, grep, repo_map, run_shell,
+    apply_patch, edit_file, write_file) and print its JSON result."""
+    from pathlib import Path
+
+    from clover_cli.tools.registry import ToolArgumentError, run_tool, validate_args
+    try:
+        args = json.loads(args_json)
+    except json.JSONDecodeError as exc:
+        _fail(f"--args is not valid JSON: {exc}")
+    try:
+        validate_args(name, args)
+    except ToolArgumentError as exc:
+        _fail(str(exc))
+    result = run_tool(name, args, Path(root))
+    click.echo(json.dumps(result.as_dict(), ensure_ascii=False))

@@ -1,0 +1,138 @@
+"""Which files a repository has: git's view inside git (.gitignore honoured), a walk with
+sensible ignores outside. Shared by list_files, grep and repo_map."""
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from functools import lru_cache
+from pathlib import Path
+
+from .gitutil import git_run, is_git_repo
+from .paths import PRIVATE_DIR
+
+DEFAULT_IGNORES = {".git", PRIVATE_DIR, "node_modules", "__pycache__", ".venv", "venv", ".tox",
+                   ".mypy_cache", ".pytest_cache", ".ruff_cache", ".idea", ".vscode", "dist",
+                   "build", ".eggs", ".hg", ".svn"}
+IGNORED_SUFFIXES = (".egg-info", ".pyc", ".pyo", ".so", ".o")
+
+
+def repo_files(root: Path, sub: Path | None = None) -> list[str]:
+    """Sorted repo-relative POSIX paths of the files under `sub` (default: the whole root)."""
+    root = Path(root).resolve()
+    sub = (sub or root).resolve()
+    if is_git_repo(root):
+        files = _git_files(root, sub)
+    else:
+        files = _walk_files(root, sub)
+    return sorted(f for f in files if not _private(f))
+
+
+def _private(rel: str) -> bool:
+    return rel == PRIVATE_DIR or rel.startswith(PRIVATE_DIR + "/") or f"/{PRIVATE_DIR}/" in rel
+
+
+def _git_files(root: Path, sub: Path) -> list[str]:
+    res = git_run(sub, "ls-files", "-z", "--cached", "--others", "--exclude-standard",
+                  "--full-name", "--", ".")
+    top = os.path.realpath(git_run(root, "rev-parse", "--show-toplevel").stdout.decode().strip())
+    base = str(root)
+    if top == base:
+        strip = 0
+    elif base.startswith(top + os.sep):
+        strip = len(base) - len(top)  # root is a subdirectory: names carry its prefix
+    else:
+        return []
+    prefix = base[len(top) + 1:] + "/" if strip else ""
+    out = []
+    for name in dict.fromkeys(res.stdout.decode("utf-8", "replace").split("\0")):
+        if not name or not name.startswith(prefix):
+            continue
+        full = top + "/" + name
+        if os.path.lexists(full) and not os.path.isdir(full):  # indexed but deleted: skip
+            out.append(name[len(prefix):])
+    return out
+
+
+def _walk_files(root: Path, sub: Path) -> list[str]:
+    ignore = _root_gitignore(root)
+    out = []
+    for dirpath, dirnames, filenames in os.walk(sub):
+        rel_dir = Path(dirpath).relative_to(root).as_posix()
+        rel_dir = "" if rel_dir == "." else rel_dir + "/"
+        dirnames[:] = sorted(d for d in dirnames if d not in DEFAULT_IGNORES
+                             and not d.endswith(IGNORED_SUFFIXES) and not ignore(rel_dir + d, True))
+        for name in filenames:
+            rel = rel_dir + name
+            if not name.endswith(IGNORED_SUFFIXES) and not ignore(rel, False):
+                out.append(rel)
+    return out
+
+
+def _root_gitignore(root: Path):
+    """A small matcher for the root .gitignore (plain and glob lines; no negation)."""
+    pats = []
+    try:
+        lines = (root / ".gitignore").read_text(errors="replace").splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        dir_only = line.endswith("/")
+        line = line.strip("/")
+        pats.append((line, dir_only, "/" in line))
+
+    def ignored(rel: str, is_dir: bool) -> bool:
+        base = rel.rsplit("/", 1)[-1]
+        for pat, dir_only, anchored in pats:
+            if dir_only and not is_dir:
+                continue
+            if fnmatch.fnmatchcase(rel if anchored else base, pat):
+                return True
+        return False
+    return ignored
+
+
+@lru_cache(maxsize=256)
+def glob_regex(pattern: str) -> re.Pattern:
+    """Compile a glob: `*` stays within one path part, `**` crosses parts, `?`, `[...]`."""
+    i, out = 0, []
+    while i < len(pattern):
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif c == "*":
+            out.append("[^/]*")
+            i += 1
+        elif c == "?":
+            out.append("[^/]")
+            i += 1
+        elif c == "[":
+            j = pattern.find("]", i + 1)
+            if j == -1:
+                out.append(re.escape(c))
+                i += 1
+            else:
+                cls = pattern[i + 1:j].replace("\\", "\\\\")
+                out.append("[^" + cls[1:] + "]" if cls.startswith("!") else "[" + cls + "]")
+                i = j + 1
+        else:
+            out.append(re.escape(c))
+            i += 1
+    return re.compile("".join(out) + r"\Z")
+
+
+def glob_match(rel: str, pattern: str) -> bool:
+    """Match a repo-relative path; a pattern without '/' matches the file name at any depth."""
+    pattern = pattern.strip()
+    if pattern.startswith("./"):
+        pattern = pattern[2:]
+    if "/" not in pattern:
+        return bool(glob_regex(pattern).match(rel.rsplit("/", 1)[-1]))
+    return bool(glob_regex(pattern.lstrip("/")).match(rel))

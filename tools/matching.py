@@ -1,0 +1,127 @@
+"""Locate a block of lines in a file: exactly, then tolerantly (trailing whitespace, a
+consistent indentation shift; line endings never matter). Shared by apply_patch and edit_file.
+Also finds the closest lines for a failure message."""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from .textio import body
+
+
+@dataclass(frozen=True)
+class Match:
+    """Where a block matched: start index into the file's lines and how leniently."""
+    start: int
+    level: str            # "exact" | "trailing-whitespace" | "indentation"
+    add_indent: str = ""  # the file is indented deeper than the block by this prefix
+    drop_indent: str = ""  # the block is indented deeper than the file by this prefix
+
+    def reindent(self, line: str) -> str:
+        """Shift a replacement line the way the block was shifted to match the file."""
+        if not line.strip():
+            return line
+        if self.add_indent:
+            return self.add_indent + line
+        if self.drop_indent and line.startswith(self.drop_indent):
+            return line[len(self.drop_indent):]
+        return line
+
+
+def _indent(s: str) -> str:
+    return s[: len(s) - len(s.lstrip())]
+
+
+def _indent_shift(file_block: list[str], block: list[str]) -> tuple[str, str] | None:
+    """A single prefix that turns the block's indentation into the file's, if one exists."""
+    add = drop = None
+    for f, b in zip(file_block, block):
+        if not b.strip():
+            continue
+        fi, bi = _indent(f), _indent(b)
+        if fi.endswith(bi) and (add is None or add == fi[: len(fi) - len(bi)]) and drop in (None, ""):
+            add = fi[: len(fi) - len(bi)]
+            drop = ""
+        elif bi.endswith(fi) and (drop is None or drop == bi[: len(bi) - len(fi)]) and add in (None, ""):
+            drop = bi[: len(bi) - len(fi)]
+            add = ""
+        else:
+            return None
+    return (add or "", drop or "")
+
+
+def find_block(lines: list[str], block: list[str], *, exclude: list[range] = ()) -> list[Match]:
+    """All places where `block` (line bodies) occurs in `lines` (file lines, terminators kept).
+
+    Levels are tried in order and the first level with any match wins. Matches that overlap a
+    range in `exclude` (regions already claimed by earlier hunks) are skipped.
+    """
+    if not block:
+        return []
+    file_bodies = [body(x) for x in lines]
+    n, m = len(file_bodies), len(block)
+
+    def free(i: int) -> bool:
+        return all(i + m <= r.start or i >= r.stop for r in exclude)
+
+    levels = (("exact", lambda s: s), ("trailing-whitespace", str.rstrip), ("indentation", str.strip))
+    for level, norm in levels:
+        want = [norm(b) for b in block]
+        have = [norm(f) for f in file_bodies]
+        found = []
+        for i in range(n - m + 1):
+            if have[i] != want[0] or have[i:i + m] != want or not free(i):
+                continue
+            if level == "indentation":
+                shift = _indent_shift(file_bodies[i:i + m], block)
+                if shift is None:
+                    continue
+                found.append(Match(i, level, *shift))
+            else:
+                found.append(Match(i, level))
+        if found:
+            return found
+    return []
+
+
+def closest_lines(lines: list[str], block: list[str], context: int = 1) -> tuple[int, list[str], float]:
+    """The window of `lines` most similar to `block`: (start index, window lines, ratio)."""
+    bodies = [body(x) for x in lines]
+    if not bodies or not block:
+        return 0, bodies[: len(block) + context], 0.0
+    m = max(1, len(block))
+    target = "\n".join(s.strip() for s in block)
+    scored = []
+    for i in range(max(1, len(bodies) - m + 1)):
+        sm = difflib.SequenceMatcher(None, "\n".join(s.strip() for s in bodies[i:i + m]), target,
+                                     autojunk=False)
+        scored.append((sm.quick_ratio(), i, sm))
+    scored.sort(key=lambda t: -t[0])
+    best_ratio, best_i = -1.0, 0
+    for _, i, sm in scored[:25]:
+        r = sm.ratio()
+        if r > best_ratio:
+            best_ratio, best_i = r, i
+    lo = max(0, best_i - context)
+    hi = min(len(bodies), best_i + m + context)
+    return lo, bodies[lo:hi], best_ratio
+
+
+def describe_failure(what: str, rel: str, lines: list[str], block: list[str]) -> str:
+    """The text the model reads when a block is not found: what was expected, what is there."""
+    start, window, ratio = closest_lines(lines, block)
+    expected = "\n".join("  " + b for b in block) or "  (nothing)"
+    out = [f"{what}: these lines were not found in {rel}:", expected]
+    if window:
+        out.append(f"Closest lines in {rel} (lines {start + 1}-{start + len(window)}, "
+                   f"{ratio:.0%} similar):")
+        out.extend(f"{start + k + 1:6d}\t{w}" for k, w in enumerate(window))
+    out.append("Re-read the file and retry with lines copied exactly from it.")
+    return "\n".join(out)
+
+
+def describe_ambiguity(what: str, rel: str, matches: list[Match]) -> str:
+    """The text the model reads when a block matches in several places."""
+    where = ", ".join(str(mt.start + 1) for mt in matches[:10])
+    return (f"{what} is ambiguous: it matches {len(matches)} places in {rel} (starting at lines "
+            f"{where}). Include more surrounding lines so it matches exactly one place.")

@@ -1,0 +1,249 @@
+"""apply_patch: unified diffs (parsed by `unidiff`), multi-file, with new, deleted and renamed
+files. Hunks are located by their content, tolerantly; the whole patch applies or nothing does."""
+from __future__ import annotations
+
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from .base import ToolResult
+from .matching import Match, describe_ambiguity, describe_failure, find_block
+from .paths import PathError, relpath, resolve_in_root
+from .textio import decode, dominant_eol, encode, is_binary, split_lines
+from .writes import FileWrite, Plan, execute
+
+FENCE = re.compile(r"^```[\w+-]*\s*\n(.*?)^```\s*$", re.S | re.M)
+MODE_LINE = re.compile(r"^(?:new file|new) mode (\d+)", re.M)
+
+
+class PatchError(ValueError):
+    """A patch that cannot be applied; the message is for the model."""
+
+
+@dataclass
+class _Line:
+    kind: str      # " ", "-", "+"
+    text: str      # without terminator
+    eol: str       # "\n", "\r\n" or "" (no newline at end of file)
+
+
+def _hunk_lines(hunk) -> list[_Line]:
+    raw = list(hunk)
+    out: list[_Line] = []
+    for i, line in enumerate(raw):
+        if line.line_type not in (" ", "-", "+"):
+            continue
+        value = line.value
+        eol = "\r\n" if value.endswith("\r\n") else ("\n" if value.endswith("\n") else "")
+        if i + 1 < len(raw) and raw[i + 1].line_type == "\\":
+            eol = ""
+        out.append(_Line(line.line_type, value[: len(value) - len(eol)] if eol else value.rstrip("\n"),
+                         eol))
+    return out
+
+
+def _header(hunk) -> str:
+    return f"@@ -{hunk.source_start},{hunk.source_length} +{hunk.target_start},{hunk.target_length} @@"
+
+
+def apply_hunks(rel: str, data: bytes | None, hunks: list) -> tuple[bytes, list[str]]:
+    """Apply `hunks` to `data` (None for a new file); returns new bytes and notes.
+
+    Raises PatchError naming the failed hunk, with the closest lines of the file.
+    """
+    if data is not None and is_binary(data):
+        raise PatchError(f"{rel} is a binary file; patches to binary files are not supported.")
+    text, enc = decode(data) if data is not None else ("", "utf-8")
+    lines = split_lines(text)
+    eol = dominant_eol(text, default="")
+    plans, claimed, notes = [], [], []
+    for k, hunk in enumerate(hunks, 1):
+        what = f"Hunk {k} of {len(hunks)} for {rel} ({_header(hunk)})"
+        entries = _hunk_lines(hunk)
+        old = [e.text for e in entries if e.kind != "+"]
+        match: Match | None = None
+        if not old:
+            start = min(hunk.source_start if hunk.source_length == 0 else hunk.source_start - 1,
+                        len(lines))
+            start = max(0, start)
+        else:
+            found = find_block(lines, old, exclude=claimed)
+            if not found:
+                raise PatchError(describe_failure(what, rel, lines, old))
+            if len(found) > 1:
+                raise PatchError(describe_ambiguity(what, rel, found))
+            match, start = found[0], found[0].start
+            if match.level != "exact":
+                notes.append(f"hunk {k} of {rel} matched at line {start + 1} ignoring {match.level}")
+        claimed.append(range(start, start + len(old)))
+        plans.append((start, len(old), entries, match))
+    for start, length, entries, match in sorted(plans, key=lambda p: p[0], reverse=True):
+        out, fi = [], start
+        for e in entries:
+            if e.kind == " ":
+                out.append(lines[fi])
+                fi += 1
+            elif e.kind == "-":
+                fi += 1
+            else:
+                line = match.reindent(e.text) if match else e.text
+                out.append(line + ((eol or e.eol) if e.eol else ""))
+        lines[start:start + length] = out
+    fill = eol or "\n"
+    for i in range(len(lines) - 1):
+        if not lines[i].endswith("\n"):
+            lines[i] += fill
+    try:
+        return encode("".join(lines), enc), notes
+    except UnicodeEncodeError as exc:
+        raise PatchError(f"the new text of {rel} cannot be written in its encoding {enc}: {exc}")
+
+
+def _clean(patch: str) -> str:
+    fenced = FENCE.search(patch)
+    if fenced and "@@" in fenced.group(1):
+        patch = fenced.group(1)
+    return patch if patch.endswith("\n") else patch + "\n"
+
+
+def _names(pf) -> tuple[str | None, str | None]:
+    """(source, target) paths without git's a/ b/ prefixes; None for /dev/null."""
+    src, dst = pf.source_file, pf.target_file
+    src = None if src in ("/dev/null", None) else src
+    dst = None if dst in ("/dev/null", None) else dst
+    gitstyle = (src is None or src.startswith("a/")) and (dst is None or dst.startswith("b/"))
+    if gitstyle:
+        src = src[2:] if src else None
+        dst = dst[2:] if dst else None
+    return src, dst
+
+
+def _pick_existing(root: Path, names: list[str | None]) -> str | None:
+    """For a plain `diff -u` modification: the first candidate name (or it minus its first
+    directory, like `patch -p1`) that exists in the repository."""
+    tries = []
+    for n in names:
+        if n:
+            tries.append(n)
+            if "/" in n:
+                tries.append(n.split("/", 1)[1])
+    for n in tries:
+        try:
+            if resolve_in_root(root, n).is_file():
+                return n
+        except PathError:
+            continue
+    return next((n for n in names if n), None)
+
+
+def plan_patch(root: Path, patch: str) -> Plan:
+    """Compute every file's new content; raises PatchError (nothing is written here)."""
+    import unidiff  # imported lazily: only patches need it
+    root = Path(root).resolve()
+    try:
+        patchset = unidiff.PatchSet(_clean(patch))
+    except unidiff.UnidiffParseError as exc:
+        raise PatchError(f"could not parse the patch: {exc}. Nothing was changed.") from None
+    if not len(patchset):
+        raise PatchError("the patch contains no file changes (expected `--- a/PATH`, `+++ b/PATH` "
+                         "and `@@` hunks). Nothing was changed.")
+    state: dict[str, bytes | None] = {}
+    original: dict[str, bytes | None] = {}
+    modes: dict[str, int | None] = {}
+    plan = Plan()
+    summary = []
+
+    def current(rel: str) -> bytes | None:
+        if rel not in state:
+            full = root / rel
+            state[rel] = full.read_bytes() if full.is_file() else None
+            original[rel] = state[rel]
+            modes[rel] = stat.S_IMODE(full.stat().st_mode) if full.is_file() else None
+        return state[rel]
+
+    def safe(name: str) -> str:
+        try:
+            return relpath(root, resolve_in_root(root, name, for_write=True))
+        except PathError as exc:
+            raise PatchError(f"{exc}. Nothing was changed.") from None
+
+    for pf in patchset:
+        src, dst = _names(pf)
+        info = "".join(str(x) for x in pf.patch_info) if pf.patch_info else ""
+        mode = MODE_LINE.search(info)
+        new_mode = int(mode.group(1), 8) & 0o7777 if mode else None
+        if pf.is_binary_file:
+            raise PatchError(f"binary patch for {dst or src} is not supported. Nothing was changed.")
+        if pf.is_added_file or (src is None and dst):
+            rel = safe(dst)
+            if current(rel) is not None:
+                raise PatchError(f"{rel} already exists; the patch creates it as a new file. "
+                                 "Use a modification hunk instead. Nothing was changed.")
+            new, notes = apply_hunks(rel, None, list(pf))
+            state[rel] = new
+            modes[rel] = new_mode
+            summary.append(f"created {rel}")
+        elif pf.is_removed_file or (dst is None and src):
+            rel = safe(_pick_existing(root, [src]))
+            data = current(rel)
+            if data is None:
+                raise PatchError(f"{rel} does not exist, so it cannot be deleted. Nothing was changed.")
+            if len(pf) and not is_binary(data):
+                rest, _ = apply_hunks(rel, data, list(pf))
+                if decode(rest)[0].strip():
+                    raise PatchError(f"the deletion of {rel} does not match its content. "
+                                     "Nothing was changed.")
+            state[rel] = None
+            summary.append(f"deleted {rel}")
+            notes = []
+        else:
+            if pf.is_rename:
+                src_rel, dst_rel = safe(src), safe(dst)
+            else:
+                src_rel = dst_rel = safe(_pick_existing(root, [dst, src]))
+            data = current(src_rel)
+            if data is None:
+                raise PatchError(f"{src_rel} does not exist. Use a new-file diff (--- /dev/null) "
+                                 "to create it. Nothing was changed.")
+            new, notes = apply_hunks(src_rel, data, list(pf)) if len(pf) else (data, [])
+            if dst_rel != src_rel:
+                if current(dst_rel) is not None:
+                    raise PatchError(f"cannot rename {src_rel} to {dst_rel}: {dst_rel} exists. "
+                                     "Nothing was changed.")
+                state[src_rel] = None
+                modes[dst_rel] = new_mode or modes[src_rel]
+                summary.append(f"renamed {src_rel} -> {dst_rel}")
+            else:
+                if new_mode is not None:
+                    modes[dst_rel] = new_mode
+                summary.append(f"modified {dst_rel} ({len(pf)} hunk{'s' if len(pf) != 1 else ''})")
+            state[dst_rel] = new
+        plan.notes.extend(notes)
+    for rel, data in state.items():
+        if data != original[rel] or (data is not None and rel in modes and modes[rel] is not None
+                                     and (root / rel).is_file()
+                                     and stat.S_IMODE((root / rel).stat().st_mode) != modes[rel]):
+            plan.writes.append(FileWrite(rel, data, original[rel], modes.get(rel)))
+    plan.notes.insert(0, "; ".join(summary))
+    return plan
+
+
+def apply_patch(root: Path, patch: str) -> ToolResult:
+    """Apply a unified diff to the repository; all files change or none does."""
+    if not isinstance(patch, str) or not patch.strip():
+        return ToolResult(False, "empty patch", {"error": "bad_arguments"})
+    try:
+        plan = plan_patch(root, patch)
+    except PatchError as exc:
+        return ToolResult(False, str(exc), {"error": "patch_failed"})
+    if not plan.writes:
+        return ToolResult(True, "The patch changes nothing (files already match).",
+                          {"files": []})
+    failed = execute(root, plan, "apply_patch " + ", ".join(plan.paths))
+    if failed is not None:
+        return failed
+    text = "Patch applied: " + plan.notes[0] + "."
+    if len(plan.notes) > 1:
+        text += "\nNotes: " + "; ".join(plan.notes[1:]) + "."
+    return ToolResult(True, text, {"files": plan.paths})

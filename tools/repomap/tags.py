@@ -1,0 +1,156 @@
+"""Definitions and references of one source file.
+
+Definitions come from the tree-sitter syntax tree: for Python a direct walk of module- and
+class-level statements (fast: it skips function bodies); for other languages the `tags.scm`
+query shipped with their grammar. References are identifier tokens, counted per file (the
+fallback Aider uses for languages without reference queries; cheap and language-neutral).
+"""
+from __future__ import annotations
+
+import re
+from array import array
+from collections import Counter
+from dataclasses import dataclass, field
+
+from .languages import load_language, tags_query_source
+
+KEYWORDS = {k.encode() for k in ("self", "None", "True", "False", "return", "def", "class",
+                                  "import", "from", "for", "while", "not", "and", "with", "else",
+                                  "elif", "try", "except", "raise", "yield", "lambda", "pass",
+                                  "assert", "del", "global", "async", "await", "cls", "const",
+                                  "let", "var", "function", "this", "new", "int", "str")}
+IDENT = re.compile(rb"[A-Za-z_][A-Za-z0-9_]{2,}")
+MAX_SIGNATURE = 160
+PY_CONTAINERS = {"if_statement", "try_statement", "else_clause", "elif_clause", "except_clause",
+                 "finally_clause", "block", "with_statement"}
+
+
+@dataclass
+class Definition:
+    """One named definition: where it is and the line(s) that introduce it."""
+    name: str
+    line: int            # 1-based
+    kind: str            # class | function | method | constant | ...
+    text: str            # signature, on one line, with the original indentation
+    parent_line: int = 0  # the enclosing class's line (0 at top level)
+
+
+@dataclass
+class FileTags:
+    """What the repository map needs to know about one file.
+
+    References are packed (names joined by newlines, counts as an int32 array) because a big
+    repository has about a million (file, name) pairs and this form pickles in milliseconds.
+    """
+    defs: list[Definition] = field(default_factory=list)
+    ref_names: str = ""
+    ref_counts: array = field(default_factory=lambda: array("i"))
+
+    @property
+    def refs(self) -> dict[str, int]:
+        """Referenced identifier -> number of occurrences."""
+        if not self.ref_names:
+            return {}
+        return dict(zip(self.ref_names.split("\n"), self.ref_counts))
+
+
+def references(data: bytes) -> tuple[str, array]:
+    """Identifier tokens (3+ characters, keywords left out) and how often each occurs."""
+    counts = Counter(IDENT.findall(data))
+    for kw in KEYWORDS:
+        counts.pop(kw, None)
+    return b"\n".join(counts).decode("ascii"), array("i", counts.values())
+
+
+def _drop_comment(line: bytes) -> bytes:
+    """Cut a `# comment` off a line of a signature (a '#' inside quotes is kept)."""
+    quote = None
+    for i, c in enumerate(line):
+        ch = chr(c)
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#":
+            return line[:i]
+    return line
+
+
+def _signature(data: bytes, node, stop_node) -> str:
+    line_start = data.rfind(b"\n", 0, node.start_byte) + 1
+    indent = data[line_start:node.start_byte]
+    indent = indent if not indent.strip() else b""
+    end = stop_node.start_byte if stop_node is not None else node.end_byte
+    raw = data[node.start_byte:end]
+    if b"#" in raw:
+        raw = b"\n".join(_drop_comment(x) for x in raw.split(b"\n"))
+    text = b" ".join(raw.split()).decode("utf-8", "replace").rstrip()
+    text = text.replace("( ", "(").replace(" )", ")").replace("[ ", "[").replace(" ]", "]")
+    if len(text) > MAX_SIGNATURE:
+        text = text[:MAX_SIGNATURE - 3] + "..."
+    return indent.decode("utf-8", "replace") + text
+
+
+def _first_line(data: bytes, node) -> str:
+    line_start = data.rfind(b"\n", 0, node.start_byte) + 1
+    line_end = data.find(b"\n", node.start_byte)
+    text = data[line_start:line_end if line_end != -1 else len(data)].decode("utf-8", "replace")
+    return text.rstrip()[:MAX_SIGNATURE]
+
+
+def python_tags(data: bytes, parser) -> FileTags:
+    """Definitions of a Python file from its syntax tree, plus identifier references."""
+    tree = parser.parse(data)
+    defs: list[Definition] = []
+
+    def visit(node, parent_line: int, depth: int) -> None:
+        for child in node.named_children:
+            t = child.type
+            if t == "decorated_definition":
+                child = child.child_by_field_name("definition") or child
+                t = child.type
+            if t in ("class_definition", "function_definition"):
+                name = child.child_by_field_name("name")
+                body = child.child_by_field_name("body")
+                if name is None:
+                    continue
+                line = child.start_point[0] + 1
+                kind = "class" if t == "class_definition" else ("method" if parent_line else "function")
+                defs.append(Definition(name.text.decode("utf-8", "replace"), line, kind,
+                                       _signature(data, child, body), parent_line))
+                if t == "class_definition" and body is not None and depth < 4:
+                    visit(body, line, depth + 1)
+            elif t == "expression_statement" and not parent_line:
+                for sub in child.named_children:
+                    left = sub.child_by_field_name("left") if sub.type == "assignment" else None
+                    if left is not None and left.type == "identifier":
+                        defs.append(Definition(left.text.decode("utf-8", "replace"),
+                                               child.start_point[0] + 1, "constant",
+                                               _signature(data, sub, sub.child_by_field_name("right")
+                                                          or None).rstrip(" =") + " = ...", 0))
+            elif t in PY_CONTAINERS and depth < 4:
+                visit(child, parent_line, depth + 1)
+
+    visit(tree.root_node, 0, 0)
+    return FileTags(defs, *references(data))
+
+
+def query_tags(data: bytes, module: str, func: str) -> FileTags:
+    """Definitions via the grammar's own tags.scm (`@definition.*` captures with `@name`)."""
+    from tree_sitter import Parser, Query, QueryCursor
+    source = tags_query_source(module)
+    lang = load_language(module, func)
+    tree = Parser(lang).parse(data)
+    defs: list[Definition] = []
+    if source:
+        query = Query(lang, source)
+        for _, caps in QueryCursor(query).matches(tree.root_node):
+            kinds = [k for k in caps if k.startswith("definition.")]
+            if not kinds or "name" not in caps:
+                continue
+            node, name = caps[kinds[0]][0], caps["name"][0]
+            defs.append(Definition(name.text.decode("utf-8", "replace"), node.start_point[0] + 1,
+                                   kinds[0].split(".", 1)[1], _first_line(data, node), 0))
+    defs.sort(key=lambda d: d.line)
+    return FileTags(defs, *references(data))

@@ -1,0 +1,119 @@
+"""Reading and writing text files without losing bytes: encodings, line endings, modes."""
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+BOM = b"\xef\xbb\xbf"
+
+
+class BinaryFileError(ValueError):
+    """The file looks binary (it has a NUL byte near its start)."""
+
+
+def is_binary(data: bytes) -> bool:
+    """Git's heuristic: a NUL byte in the first 8 KiB means binary."""
+    return b"\x00" in data[:8192]
+
+
+def decode(data: bytes) -> tuple[str, str]:
+    """Decode losslessly: utf-8 (with or without BOM), else latin-1. Returns (text, encoding)."""
+    if data.startswith(BOM):
+        try:
+            return data[3:].decode("utf-8"), "utf-8-sig"
+        except UnicodeDecodeError:
+            pass
+    try:
+        return data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        return data.decode("latin-1"), "latin-1"
+
+
+def encode(text: str, encoding: str) -> bytes:
+    """Inverse of `decode`; raises UnicodeEncodeError if `text` does not fit the encoding."""
+    if encoding == "utf-8-sig":
+        return BOM + text.encode("utf-8")
+    return text.encode(encoding)
+
+
+def dominant_eol(text: str, default: str = "\n") -> str:
+    """'\\r\\n' when most lines end with CRLF, else '\\n'."""
+    crlf = text.count("\r\n")
+    lf = text.count("\n") - crlf
+    if crlf == 0 and lf == 0:
+        return default
+    return "\r\n" if crlf > lf else "\n"
+
+
+def split_lines(text: str) -> list[str]:
+    """Split on '\\n' only, keeping each line's terminator (str.splitlines splits on too much)."""
+    if not text:
+        return []
+    parts = text.split("\n")
+    lines = [p + "\n" for p in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
+def body(line: str) -> str:
+    """A line without its terminator (LF or CRLF)."""
+    if line.endswith("\n"):
+        line = line[:-1]
+    if line.endswith("\r"):
+        line = line[:-1]
+    return line
+
+
+@dataclass
+class TextFile:
+    """A decoded text file and what is needed to write it back the same way."""
+    text: str
+    encoding: str
+    eol: str
+    mode: int | None
+
+
+def load_text(path: Path) -> TextFile:
+    """Read a text file; raises BinaryFileError for binary content, OSError as usual."""
+    data = Path(path).read_bytes()
+    if is_binary(data):
+        raise BinaryFileError(f"{path} is a binary file")
+    text, enc = decode(data)
+    return TextFile(text, enc, dominant_eol(text), stat.S_IMODE(os.stat(path).st_mode))
+
+
+def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Write via a temporary file in the same directory and rename it over `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if mode is None:
+        mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else _default_mode()
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".clover-tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _default_mode() -> int:
+    """0o666 minus the process umask (read from /proc when possible: os.umask is not thread-safe)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
+    except OSError:
+        pass
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
