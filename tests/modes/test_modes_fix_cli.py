@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from modes_helpers import BUGGY, FIXED, TEST_ADD, clover, git, run, tool_call, write_replay
+from modes_helpers import BUGGY, FIXED, TEST_ADD, clover, clover_env, git, run, tool_call, write_replay
 
 pytestmark = pytest.mark.slow
 TEST = "tests/test_add.py::test_add"
@@ -19,6 +19,7 @@ def _pytest_passes(repo) -> bool:
 
 def test_fix_makes_the_test_pass_and_undo_reverts(calc_repo, tmp_path):
     repo, base = calc_repo
+    (repo / "notes.txt").write_text("the user's own untracked work\n")
     replay = write_replay(tmp_path / "r.json", [
         "The bug is in add(). " + tool_call("edit_file", path="calc.py", old="return a - b", new="return a + b"),
         "Fixed: add() adds now."])
@@ -29,7 +30,8 @@ def test_fix_makes_the_test_pass_and_undo_reverts(calc_repo, tmp_path):
     assert f"PASSED after 1 attempt(s)" in proc.stdout
     assert (repo / "calc.py").read_text() == FIXED and _pytest_passes(repo)
     assert git(repo, "rev-parse", "HEAD") == base            # no commits made
-    assert git(repo, "status", "--porcelain") == "M calc.py"   # .clover/ ignores itself
+    assert "notes.txt" not in proc.stdout                       # only what changed during the fix
+    assert git(repo, "status", "--porcelain") == "M calc.py\n?? notes.txt"   # .clover/ ignores itself
 
     from clover_cli.tools.checkpoints import CheckpointStore
     assert CheckpointStore(repo).undo().ok
@@ -108,3 +110,19 @@ def test_project_config_test_cmd(calc_repo, tmp_path):
     proc = clover("fix", "tests/test_mul.py", "--root", str(repo), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert marker.read_text() == "tests/test_mul.py"
+
+
+def test_outside_git_with_a_k_expression_and_the_group_root_option(calc_repo, tmp_path):
+    import shutil
+
+    repo, _ = calc_repo
+    shutil.rmtree(repo / ".git")
+    replay = write_replay(tmp_path / "r.json", [
+        tool_call("edit_file", path="calc.py", old="return a - b", new="return a + b"), "Fixed."])
+    proc = run([sys.executable, "-m", "clover_cli.cli", "--root", str(repo), "fix", "--model", f"replay:{replay}",
+                "--json", "--", "-k add"], tmp_path, check=False, env=clover_env())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["command"][-2:] == ["-k", "add"]
+    assert "+    return a + b" in result["diff"] and result["changed_files"] == ["calc.py"]
+    assert result["protected"] == ["conftest.py", "tests/test_add.py", "tests/test_mul.py"]
