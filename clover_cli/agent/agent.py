@@ -43,7 +43,8 @@ class Agent:
         self.session_id = config.session_id or new_session_id()
         self._log = SessionLog(self.root, self.session_id, enabled=config.save_session)
         self.policy = ApprovalPolicy(self.root, config.approval, config.shell_allow, registry.is_writing_tool)
-        self.tools: list[dict] = registry.tool_schemas()
+        self.tools: list[dict] = [t for t in registry.tool_schemas()
+                                  if config.tool_names is None or t["function"]["name"] in config.tool_names]
         self._schemas = {t["function"]["name"]: t["function"].get("parameters", {}) for t in self.tools}
         self._changes = ChangeTracker(self.root)
         self._call_ids = itertools.count(1)

@@ -31,6 +31,7 @@ class AgentConfig:
     tool_timeout: float | None = 300.0  # seconds, for tools that run commands
     keep_recent_tool_outputs: int = 3  # tool outputs never elided when the context is tight
     extra_instructions: str = ""  # appended to the system prompt (e.g. by `clover fix`)
+    tool_names: tuple[str, ...] | None = None  # offer only these tools (None: all); small-context models
     save_session: bool = True
     meta: dict = field(default_factory=dict)  # free-form, written into the session header
 
@@ -52,5 +53,7 @@ class AgentConfig:
             raise ValueError("max_output_chars must be >= 200")
         if self.context_window is not None and self.context_window < 256:
             raise ValueError("context_window must be >= 256")
+        if self.tool_names is not None:
+            self.tool_names = tuple(self.tool_names)
         self.shell_allow = tuple(p.strip() for p in self.shell_allow if p.strip())
         self.protected_paths = tuple(p.strip().strip("/") for p in self.protected_paths if p.strip())

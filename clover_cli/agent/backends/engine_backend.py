@@ -79,7 +79,7 @@ class EngineBackend(ModelBackend):
         last_block = 0
         for ev in self.engine.stream(ids, cfg, cancel=cancel):
             if isinstance(ev, DenoiseStep):
-                if self.denoise_events:
+                if self.denoise_events and self.is_diffusion:
                     pieces = tuple("" if m else self._piece(t) for t, m in zip(ev.token_ids, ev.masked))
                     yield DenoiseProgress(ev.block_index, ev.step, pieces, tuple(ev.masked))
             elif isinstance(ev, BlockCommitted):
