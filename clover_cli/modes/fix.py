@@ -138,25 +138,31 @@ def run_fix(opts: FixOptions, make_backend: Callable[[], object], *,
                        protected=[] if opts.allow_test_edits else protected)
     text = _prompt("fix_task.md", test=opts.test, command=command_text,
                    output=trim_output(first.output, opts.output_chars),
-                   protected=", ".join(protected) if guard else "(none: test edits allowed)")
+                   guard=_prompt("fix_guard.md", protected=", ".join(protected)) if guard else "")
     run = first
-    for attempt in range(1, opts.attempts + 1):
-        if log is not None:
-            log.write(f"attempt {attempt}/{opts.attempts}\n")
-        record: TurnRecord = drive_turn(agent, text, log=log)
-        result.turns.append({"attempt": attempt, "reason": record.reason,
-                             "tool_calls": record.tool_calls, "errors": record.errors,
-                             "final_text": record.final_text})
-        reverted = guard.restore() if guard else []
-        result.reverted_test_edits.extend(r for r in reverted if r not in result.reverted_test_edits)
-        result.attempts = attempt
-        run = run_test(opts, argv)
-        if run.passed:
-            break
-        note = _prompt("fix_test_reverted.md", files=", ".join(reverted)) if reverted else ""
-        text = _prompt("fix_retry.md", attempt=attempt + 1, attempts=opts.attempts,
-                       command=command_text, output=trim_output(run.output, opts.output_chars),
-                       note=note)
+    try:
+        for attempt in range(1, opts.attempts + 1):
+            if log is not None:
+                log.write(f"attempt {attempt}/{opts.attempts}\n")
+            record: TurnRecord = drive_turn(agent, text, log=log)
+            result.turns.append({"attempt": attempt, "reason": record.reason,
+                                 "tool_calls": record.tool_calls, "errors": record.errors,
+                                 "final_text": record.final_text})
+            reverted = guard.restore() if guard else []
+            result.reverted_test_edits.extend(r for r in reverted if r not in result.reverted_test_edits)
+            result.attempts = attempt
+            run = run_test(opts, argv)
+            if run.passed:
+                break
+            note = _prompt("fix_test_reverted.md", files=", ".join(reverted)) if reverted else ""
+            text = _prompt("fix_retry.md", attempt=attempt + 1, attempts=opts.attempts,
+                           command=command_text, output=trim_output(run.output, opts.output_chars),
+                           note=note)
+    except KeyboardInterrupt:
+        agent.cancel()
+        if guard:
+            guard.restore()  # never leave the user's test changed
+        raise
     result.passed = run.passed
     result.status = "fixed" if run.passed else "failed"
     result.test_output = run.output

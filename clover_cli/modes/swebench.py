@@ -213,10 +213,14 @@ def process_instance(batch: _Batch, inst: Instance) -> dict:
     return entry
 
 
-def _select(instances: list[Instance], ids: tuple[str, ...]) -> tuple[list[Instance], list[str]]:
-    if not ids:
+def parse_ids(ids: tuple[str, ...]) -> list[str]:
+    """`--instance-ids` values (repeated and/or comma-separated) as one ordered list."""
+    return list(dict.fromkeys(i.strip() for raw in ids for i in raw.split(",") if i.strip()))
+
+
+def _select(instances: list[Instance], wanted: list[str]) -> tuple[list[Instance], list[str]]:
+    if not wanted:
         return instances, []
-    wanted = list(dict.fromkeys(i.strip() for raw in ids for i in raw.split(",") if i.strip()))
     by_id = {inst.instance_id: inst for inst in instances}
     return [by_id[i] for i in wanted if i in by_id], [i for i in wanted if i not in by_id]
 
@@ -234,15 +238,19 @@ def run_batch(opts: BatchOptions, factory, in_process: bool, *,
         instances, bad = load_instances(opts.instances)
     except InstanceFileError as exc:
         raise BatchError(str(exc)) from None
-    selected, unknown = _select(instances, opts.instance_ids)
-    preds = PredictionsFile(opts.output)
-    preds.flush()
+    wanted = parse_ids(opts.instance_ids)
+    selected, unknown = _select(instances, wanted)
+    try:
+        preds = PredictionsFile(opts.output)
+        preds.flush()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BatchError(f"cannot use --output {str(opts.output)!r}: {exc}") from None
     report = BatchReport(report_path(opts.output), {
         "model_name_or_path": opts.model_name, "instances_file": str(opts.instances),
         "predictions": str(opts.output), "evaluate": opts.evaluate,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     for err in bad:
-        if not opts.instance_ids or err.instance_id in opts.instance_ids:
+        if not wanted or err.instance_id in wanted:
             report.set(err.key(), {"status": "error", "error": f"{err.where}: {err.message}"})
     for missing in unknown:
         report.set(missing, {"status": "error", "error": "instance id not in the instances file"})
@@ -265,6 +273,7 @@ def run_batch(opts: BatchOptions, factory, in_process: bool, *,
         return entry
 
     pool = ThreadPoolExecutor(max_workers=opts.workers, thread_name_prefix="clover-swebench")
+    futures = []
     try:
         futures = [pool.submit(work, inst) for inst in selected]
         for fut in as_completed(futures):

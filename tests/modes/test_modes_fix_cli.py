@@ -33,8 +33,8 @@ def test_fix_makes_the_test_pass_and_undo_reverts(calc_repo, tmp_path):
     assert "notes.txt" not in proc.stdout                       # only what changed during the fix
     assert git(repo, "status", "--porcelain") == "M calc.py\n?? notes.txt"   # .clover/ ignores itself
 
-    from clover_cli.tools.checkpoints import CheckpointStore
-    assert CheckpointStore(repo).undo().ok
+    undo = clover("undo", "--root", str(repo), cwd=tmp_path)
+    assert undo.returncode == 0, undo.stdout + undo.stderr
     assert (repo / "calc.py").read_text() == BUGGY
 
 
