@@ -12,6 +12,7 @@ Prints a table and a JSON document; exits 1 if any kernel disagrees with its ref
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import statistics
@@ -36,30 +37,26 @@ if ARGS.dry_run:
 
 import torch  # noqa: E402
 
-try:
-    from clover_cli import kernels as K  # noqa: F401  (installed project)
-    PKG = "clover_cli.kernels"
-except ImportError:  # a bare checkout: import the folder itself
+if not ARGS.dry_run and not torch.cuda.is_available():
+    sys.exit("gpu_bench: no CUDA device here; use --dry-run to check the script on the CPU")
+
+MODULES = ["confidence.reference", "confidence.triton_kernel", "block_attention.reference",
+           "block_attention.triton_kernel", "gated_delta.reference", "gated_delta.triton_kernel"]
+try:  # the installed project
+    LOADED = [importlib.import_module(f"clover_cli.kernels.{m}") for m in MODULES]
+except ImportError:  # a bare checkout: import the kernels/ folder itself
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    PKG = "kernels"
+    LOADED = [importlib.import_module(f"kernels.{m}") for m in MODULES]
+conf_ref, conf_tri, attn_ref, attn_tri, gdn_ref, gdn_tri = LOADED
 
-import importlib  # noqa: E402
-
-conf_ref = importlib.import_module(f"{PKG}.confidence.reference")
-conf_tri = importlib.import_module(f"{PKG}.confidence.triton_kernel")
-attn_ref = importlib.import_module(f"{PKG}.block_attention.reference")
-attn_tri = importlib.import_module(f"{PKG}.block_attention.triton_kernel")
-gdn_ref = importlib.import_module(f"{PKG}.gated_delta.reference")
-gdn_tri = importlib.import_module(f"{PKG}.gated_delta.triton_kernel")
-
-DEV = torch.device("cpu" if ARGS.dry_run or not torch.cuda.is_available() else "cuda")
+DEV = torch.device("cpu" if ARGS.dry_run else "cuda")
 REPS = ARGS.reps or (1 if DEV.type == "cpu" else 50)
 HALF = torch.float32 if DEV.type == "cpu" else torch.bfloat16
 
 
 def timed(fn) -> float:
     """Median milliseconds of fn() over REPS runs, after warm-up runs (compilation)."""
-    for _ in range(2 if DEV.type == "cuda" else 1):
+    for _ in range(2 if DEV.type == "cuda" else 0):  # the interpreter does not compile
         fn()
     samples = []
     for _ in range(REPS):
@@ -100,7 +97,7 @@ def bench_confidence() -> None:
     mask_id = V - 1
 
     def torch_path():  # logsumexp instead of a full softmax: exp(max - lse)
-        x = logits.float()
+        x = logits.float().clone()  # [B, L, V]
         x[..., mask_id] = float("-inf")
         top, tok = x.max(-1)
         conf = (top - torch.logsumexp(x, -1)).exp()
@@ -129,12 +126,15 @@ def bench_attention() -> None:
     kc, vc = (torch.randn(B, Hkv, P, D, device=DEV, generator=gen).to(HALF) for _ in range(2))
     kb, vb = (torch.randn(B, Hkv, L, D, device=DEV, generator=gen).to(HALF) for _ in range(2))
     ref = attn_ref.block_attention_reference(q, kc, vc, kb, vb)
-    sdpa_kwargs = {"enable_gqa": True}
+    sdpa = torch.nn.functional.scaled_dot_product_attention
 
     def torch_path():
-        k = torch.cat([kc, kb], dim=2)
+        k = torch.cat([kc, kb], dim=2)  # [B, Hkv, P+L, D]
         v = torch.cat([vc, vb], dim=2)
-        return torch.nn.functional.scaled_dot_product_attention(q, k, v, **sdpa_kwargs)
+        try:
+            return sdpa(q, k, v, enable_gqa=True)
+        except TypeError:  # torch < 2.5: repeat the shared heads
+            return sdpa(q, k.repeat_interleave(Hq // Hkv, 1), v.repeat_interleave(Hq // Hkv, 1))
 
     tol = 1e-5 if HALF == torch.float32 else 2e-2
     tri = attn_tri.block_attention_triton(q, kc, vc, kb, vb)
