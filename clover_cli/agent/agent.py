@@ -20,7 +20,7 @@ from clover_cli.agent.context import compacted, elide_tool_outputs, truncate_out
 from clover_cli.agent.events import (AgentError, AgentEvent, BlockText, DenoiseProgress, Notice,
                                      ToolCallProposed, ToolFinished, TurnFinished, TurnStarted)
 from clover_cli.agent.instructions import system_prompt
-from clover_cli.agent.parsing import FormatError, ParsedCall, parse_tool_calls
+from clover_cli.agent.parsing import FormatError, ParsedCall, cut_off_call, parse_tool_calls
 from clover_cli.agent.prompt_files import observation, prompt_text
 from clover_cli.agent.session import SessionLog, find_session, load_messages, new_session_id
 from clover_cli.agent.stats import TurnStats
@@ -189,6 +189,11 @@ class Agent:
                     self._add({"role": "assistant", "content": parsed.text})
                 yield from self._finish("cancelled", parsed.text, stats)
                 return
+            if (completion.finish_reason == "length" and not completion.tool_calls and parsed.calls
+                    and cut_off_call(completion.text)):  # never run a call cut off mid-argument
+                parsed.calls.pop()
+                parsed.errors.append(FormatError(observation("parse_cut_off"),
+                                                 completion.text[completion.text.rfind("<tool_call>"):][:300]))
             calls, errors = self._calls_of(completion, parsed.calls, parsed.errors)
             assistant: dict[str, Any] = {"role": "assistant", "content": completion.text}
             if calls:

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from clover_cli.agent.prompt_files import observation
+
 SHELL_TOOLS = ("shell", "bash", "run_shell", "run_command", "run_tests", "run_test")
 # Commands that only read (read-only mode); a command qualifies when it starts with one of these.
 READ_ONLY_COMMANDS = (
@@ -131,8 +133,8 @@ class ApprovalPolicy:
         if self.mode == "read-only":
             if shell and is_read_only_command(command):
                 return Decision("run", always_key=key)
-            what = "shell command" if shell else f"tool {name}"
-            return Decision("refuse", f"read-only mode: the {what} is not allowed", key)
+            reason = observation("read_only_shell") if shell else observation("read_only_tool", name=name)
+            return Decision("refuse", reason, key)
         if self.mode == "yolo":
             return Decision("run", always_key=key)
         remembered = self.store.load()

@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from clover_cli.agent.prompt_files import observation
+
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 _THINK_RE = re.compile(r"<think>.*?(</think>|$)", re.S)
 _FUNC_RE = re.compile(r"<function=([^>\s]+)\s*>")
@@ -94,14 +96,12 @@ def _parse_one(text: str, i: int, schemas: Mapping[str, Mapping]) -> tuple[Parse
             obj = _repair_json(text[j:end])
             if obj is None:
                 return None, _after_close(text, end), _error(
-                    "the tool call is not valid JSON", text[j:end])
+                    observation("parse_not_json"), text[j:end])
             obj_end = end
         call, err = _call_from_json(obj, text[j:obj_end])
         return call, _after_close(text, obj_end), err
     end = _segment_end(text, j)
-    return None, _after_close(text, end), _error(
-        'a tool call must contain a JSON object {"name": ..., "arguments": {...}} '
-        "or <function=NAME><parameter=ARG>value</parameter></function>", text[j:end])
+    return None, _after_close(text, end), _error(observation("parse_no_body"), text[j:end])
 
 
 def _segment_end(text: str, i: int) -> int:
@@ -138,27 +138,27 @@ def _repair_json(segment: str) -> dict | None:
 
 def _call_from_json(obj: Any, snippet: str) -> tuple[ParsedCall | None, FormatError | None]:
     if not isinstance(obj, dict):
-        return None, _error("the tool call must be a JSON object", snippet)
+        return None, _error(observation("parse_not_object"), snippet)
     name = obj.get("name")
     if not isinstance(name, str) or not name.strip():
-        return None, _error('the tool call has no "name" string', snippet)
+        return None, _error(observation("parse_no_name"), snippet)
     args = obj.get("arguments", obj.get("parameters", {}))
     if isinstance(args, str):
         try:
             args = _DECODER.decode(args) if args.strip() else {}
         except json.JSONDecodeError:
-            return None, _error(f'the "arguments" of {name} are a string that is not a JSON object', snippet)
+            return None, _error(observation("parse_args_string", name=name), snippet)
     if args is None:
         args = {}
     if not isinstance(args, dict):
-        return None, _error(f'the "arguments" of {name} must be a JSON object', snippet)
+        return None, _error(observation("parse_args_not_object", name=name), snippet)
     return ParsedCall(name.strip(), args), None
 
 
 def _parse_xml(segment: str, schemas: Mapping[str, Mapping]) -> tuple[ParsedCall | None, FormatError | None]:
     m = _FUNC_RE.match(segment)
     if not m:
-        return None, _error("<function=NAME> is not closed with '>'", segment)
+        return None, _error(observation("parse_function_tag"), segment)
     name = m.group(1).strip()
     body = segment[m.end():]
     props = (schemas.get(name) or {}).get("properties", {})
@@ -210,6 +210,13 @@ def _error(message: str, snippet: str) -> FormatError:
     if len(snippet) > 300:
         snippet = snippet[:300] + " ..."
     return FormatError(message, snippet)
+
+
+def cut_off_call(raw: str) -> bool:
+    """True when the last tool call in the text has no closing `</tool_call>`."""
+    answer = split_thinking(raw)[1]
+    last = answer.rfind(OPEN)
+    return last >= 0 and answer.find(CLOSE, last) < 0
 
 
 def has_open_call(raw: str) -> bool:

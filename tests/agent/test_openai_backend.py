@@ -111,3 +111,66 @@ def test_cancel_stops_stream():
         cancel.set()
         _, comp = drain(b, [{"role": "user", "content": "hi"}], cancel=cancel)
     assert comp.finish_reason == "cancelled"
+
+
+def test_agent_turn_over_openai_native_and_text_calls(tmp_path):
+    from clover_cli.agent import Agent, AgentConfig
+    from clover_cli.agent.events import ToolFinished, TurnFinished
+
+    from .helpers import call, make_repo
+
+    repo = make_repo(tmp_path / "repo", git=False)
+    responses = [sse_tool_call("call_A", "read_file", ['{"path": ', '"calc.py"}'], text="Reading. "),
+                 sse_text("Now grep.\n", call("grep", pattern="def mul")[:20], call("grep", pattern="def mul")[20:]),
+                 sse_text("add subtracts; mul multiplies.")]
+    with ScriptedServer(responses) as srv:
+        agent = Agent(make_backend(f"openai:{srv.base_url}#m"), AgentConfig(root=repo))
+        events = list(agent.run_turn("What do the functions do?"))
+    end = events[-1]
+    assert isinstance(end, TurnFinished) and (end.reason, end.final_text) == ("done", "add subtracts; mul multiplies.")
+    results = [e for e in events if isinstance(e, ToolFinished)]
+    assert [(r.call_id, r.name, r.ok) for r in results][0] == ("call_A", "read_file", True)
+    assert results[1].name == "grep" and "def mul" in results[1].output
+    second = srv.requests[1]["body"]["messages"]
+    assert second[-2]["tool_calls"][0]["id"] == "call_A"
+    assert second[-1]["role"] == "tool" and second[-1]["tool_call_id"] == "call_A"
+    assert "return a - b" in second[-1]["content"]
+    third = srv.requests[2]["body"]["messages"]
+    # the text-format call went back as a native call with the tool result matched to it
+    assert third[-2]["content"] == "Now grep." and third[-2]["tool_calls"][0]["function"]["name"] == "grep"
+    assert third[-1]["tool_call_id"] == third[-2]["tool_calls"][0]["id"]
+    assert all(r["body"]["tools"] == agent.tools for r in srv.requests)
+
+
+def test_agent_reports_server_error_and_ends_turn(tmp_path):
+    from clover_cli.agent import Agent, AgentConfig
+    from clover_cli.agent.events import AgentError
+
+    from .helpers import make_repo
+
+    repo = make_repo(tmp_path / "repo", git=False)
+    with ScriptedServer([{"status": 400, "body": {"error": {"message": "model not found"}}}]) as srv:
+        agent = Agent(make_backend(f"openai:{srv.base_url}#m"), AgentConfig(root=repo))
+        events = list(agent.run_turn("hi"))
+    errors = [e for e in events if isinstance(e, AgentError)]
+    assert errors[0].fatal and "HTTP 400: model not found" in errors[0].message
+    assert events[-1].reason == "error"
+    assert [m["role"] for m in agent.messages] == ["system", "user"]
+
+
+def test_call_cut_off_by_token_limit_is_not_run(tmp_path):
+    from clover_cli.agent import Agent, AgentConfig
+    from clover_cli.agent.events import ToolCallProposed
+
+    from .helpers import make_repo
+
+    repo = make_repo(tmp_path / "repo", git=False)
+    cut = '<tool_call>{"name": "write_file", "arguments": {"path": "calc.py", "content": "def add(a, b):\\n'
+    chunks = [{"choices": [{"index": 0, "delta": {"content": cut}, "finish_reason": "length"}]}]
+    with ScriptedServer([chunks, sse_text("ok")]) as srv:
+        agent = Agent(make_backend(f"openai:{srv.base_url}#m"), AgentConfig(root=repo, approval="yolo"))
+        events = list(agent.run_turn("rewrite calc.py"))
+    assert not any(isinstance(e, ToolCallProposed) for e in events)
+    assert "return a - b" in (repo / "calc.py").read_text()
+    error = srv.requests[1]["body"]["messages"][-1]["content"]
+    assert "reached the token limit before this tool call was complete" in error

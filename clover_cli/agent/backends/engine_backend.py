@@ -18,7 +18,7 @@ class EngineBackend(ModelBackend):
     """Runs the model in this process through clover_cli.engine."""
 
     def __init__(self, spec: str, threshold: float = 0.95, device: str | None = None,
-                 dtype: Any = None, lm: Any = None, repetition_penalty: float = 1.1,
+                 dtype: Any = None, lm: Any = None, repetition_penalty: float = 1.05,
                  progressive_ending: bool = True, temperature: float = 0.0, top_p: float = 1.0,
                  seed: int | None = None, denoise_events: bool = True, **_: object) -> None:
         super().__init__(threshold)
