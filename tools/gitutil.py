@@ -83,7 +83,7 @@ def diff_against(root: Path, base: str = "HEAD") -> str:
     with tempfile.TemporaryDirectory(prefix="clover-index-") as tmp:
         tmp_index = Path(tmp) / "index"
         if real_index.exists():
-            shutil.copyfile(real_index, tmp_index)
+            shutil.copy2(real_index, tmp_index)  # keep its mtime: git's racy-entry check needs it
         env = {"GIT_INDEX_FILE": str(tmp_index)}
         git_run(root, "add", "-A", "--", ".", EXCLUDE_PRIVATE, env=env)
         res = git_run(root, "diff", "--cached", "--no-color", "--no-ext-diff", "-M", base,

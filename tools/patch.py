@@ -47,6 +47,21 @@ def _header(hunk) -> str:
     return f"@@ -{hunk.source_start},{hunk.source_length} +{hunk.target_start},{hunk.target_length} @@"
 
 
+def _anchored(found: list[Match], entries: list[_Line], n_old: int, n_lines: int) -> list[Match]:
+    """Break a tie the way GNU patch reads context: a hunk with less context before its first
+    change than after its last sits at the start of the file, and the reverse at the end."""
+    kinds = [e.kind for e in entries]
+    changed = [i for i, k in enumerate(kinds) if k != " "]
+    if not changed:
+        return found
+    lead, trail = changed[0], len(kinds) - 1 - changed[-1]
+    if lead < trail:
+        return [m for m in found if m.start == 0] or found
+    if trail < lead:
+        return [m for m in found if m.start + n_old == n_lines] or found
+    return found
+
+
 def apply_hunks(rel: str, data: bytes | None, hunks: list) -> tuple[bytes, list[str]]:
     """Apply `hunks` to `data` (None for a new file); returns new bytes and notes.
 
@@ -71,6 +86,8 @@ def apply_hunks(rel: str, data: bytes | None, hunks: list) -> tuple[bytes, list[
             found = find_block(lines, old, exclude=claimed)
             if not found:
                 raise PatchError(describe_failure(what, rel, lines, old))
+            if len(found) > 1:
+                found = _anchored(found, entries, len(old), len(lines))
             if len(found) > 1:
                 raise PatchError(describe_ambiguity(what, rel, found))
             match, start = found[0], found[0].start
@@ -109,7 +126,8 @@ def _clean(patch: str) -> str:
 
 def _names(pf) -> tuple[str | None, str | None]:
     """(source, target) paths without git's a/ b/ prefixes; None for /dev/null."""
-    src, dst = pf.source_file, pf.target_file
+    src, dst = (n[1:-1] if n and len(n) > 1 and n[0] == n[-1] == '"' else n
+                for n in (pf.source_file, pf.target_file))
     src = None if src in ("/dev/null", None) else src
     dst = None if dst in ("/dev/null", None) else dst
     gitstyle = (src is None or src.startswith("a/")) and (dst is None or dst.startswith("b/"))
@@ -198,7 +216,7 @@ def plan_patch(root: Path, patch: str) -> Plan:
             summary.append(f"deleted {rel}")
             notes = []
         else:
-            if pf.is_rename:
+            if "rename from " in info:
                 src_rel, dst_rel = safe(src), safe(dst)
             else:
                 src_rel = dst_rel = safe(_pick_existing(root, [dst, src]))

@@ -1,0 +1,73 @@
+"""Path safety on every tool: `..`, absolute paths and symlinks that leave the root are refused
+and nothing outside the root is ever written."""
+from __future__ import annotations
+
+import pytest
+
+from clover_cli.tools.registry import planned_writes, run_tool
+
+from .conftest import snapshot
+
+
+@pytest.fixture
+def sandbox(tmp_path):
+    root = tmp_path / "root"
+    outside = tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "secret.txt").write_text("secret\n")
+    (root / "inside.txt").write_text("inside\n")
+    (root / "link_out").symlink_to(outside / "secret.txt")
+    (root / "dir_out").symlink_to(outside)
+    (root / "link_in").symlink_to(root / "inside.txt")
+    return root, outside
+
+
+ESCAPES = ["../outside/secret.txt", "{outside}/secret.txt", "link_out", "dir_out/secret.txt",
+           "sub/../../outside/secret.txt"]
+
+
+def _calls(path):
+    return [
+        ("read_file", {"path": path}),
+        ("list_files", {"path": path}),
+        ("grep", {"pattern": "secret", "path": path}),
+        ("repo_map", {"paths": [path]}),
+        ("write_file", {"path": path, "content": "pwned\n"}),
+        ("edit_file", {"path": path, "old": "secret", "new": "pwned"}),
+        ("apply_patch", {"patch": f"--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-secret\n+pwned\n"}),
+        ("apply_patch", {"patch": f"--- /dev/null\n+++ b/{path}/../x.new\n@@ -0,0 +1 @@\n+pwned\n"}),
+    ]
+
+
+@pytest.mark.parametrize("template", ESCAPES)
+def test_every_tool_refuses_escapes(sandbox, template):
+    root, outside = sandbox
+    path = template.format(outside=outside)
+    before = snapshot(outside)
+    for name, args in _calls(path):
+        res = run_tool(name, args, root)
+        assert not res.ok, (name, path, res.output)
+        assert "outside the repository root" in res.output, (name, res.output)
+        assert "secret\n" not in res.output or name == "apply_patch"
+    assert snapshot(outside) == before
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+
+
+def test_symlink_inside_root_is_followed_and_private_dirs_refused(sandbox):
+    root, _ = sandbox
+    assert run_tool("read_file", {"path": "link_in"}, root).output == "     1\tinside"
+    assert run_tool("edit_file", {"path": "link_in", "old": "inside", "new": "changed"}, root).ok
+    assert (root / "inside.txt").read_text() == "changed\n" and (root / "link_in").is_symlink()
+    res = run_tool("write_file", {"path": ".clover/checkpoints/x", "content": ""}, root)
+    assert not res.ok and ".clover/" in res.output
+    res = run_tool("write_file", {"path": ".git/config", "content": ""}, root)
+    assert not res.ok and ".git/" in res.output
+    assert not (root / ".git").exists()
+
+
+def test_absolute_path_inside_root_is_allowed(sandbox):
+    root, _ = sandbox
+    res = run_tool("read_file", {"path": str(root / "inside.txt")}, root)
+    assert res.ok and res.details["path"] == "inside.txt"
+    assert planned_writes("write_file", {"path": str(root / "n.txt"), "content": ""}, root) == ["n.txt"]

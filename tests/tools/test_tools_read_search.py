@@ -1,0 +1,97 @@
+"""read_file, list_files and grep on real trees, in git and outside."""
+from __future__ import annotations
+
+from clover_cli.tools.registry import run_tool
+
+from .conftest import commit_all
+
+
+def test_read_file_numbers_ranges_and_caps(plain_dir):
+    (plain_dir / "big.txt").write_text("".join(f"line {i}\n" for i in range(1, 5001)))
+    res = run_tool("read_file", {"path": "big.txt", "start_line": 10, "end_line": 12}, plain_dir)
+    assert res.ok and res.output == "    10\tline 10\n    11\tline 11\n    12\tline 12"
+    res = run_tool("read_file", {"path": "big.txt"}, plain_dir)
+    assert res.ok and res.details["truncated"] and res.details["end_line"] == 2000
+    assert "start_line=2001" in res.output and "of 5000" in res.output
+    res = run_tool("read_file", {"path": "big.txt", "start_line": 6000}, plain_dir)
+    assert not res.ok and "past the end" in res.output
+
+
+def test_read_file_crlf_invalid_utf8_long_lines(plain_dir):
+    (plain_dir / "w.txt").write_bytes(b"a\r\nb\xff\r\n" + b"x" * 5000 + b"\n")
+    res = run_tool("read_file", {"path": "w.txt"}, plain_dir)
+    lines = res.output.split("\n")
+    assert lines[0] == "     1\ta" and lines[1] == "     2\tb\ufffd"
+    assert "3000 more characters" in lines[2]
+
+
+def test_read_file_binary_directory_missing(plain_dir):
+    (plain_dir / "img.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00" + bytes(100))
+    (plain_dir / "sub").mkdir()
+    res = run_tool("read_file", {"path": "img.png"}, plain_dir)
+    assert not res.ok and res.details["error"] == "binary"
+    assert run_tool("read_file", {"path": "sub"}, plain_dir).details["error"] == "is_directory"
+    assert run_tool("read_file", {"path": "nope"}, plain_dir).details["error"] == "not_found"
+    assert run_tool("read_file", {"path": "sub/../img.png"}, plain_dir).details["error"] == "binary"
+
+
+def test_list_files_git_honours_gitignore(git_repo):
+    (git_repo / ".gitignore").write_text("*.log\nbuild/\n")
+    (git_repo / "src").mkdir()
+    (git_repo / "src" / "a.py").write_text("")
+    (git_repo / "src" / "b.txt").write_text("")
+    (git_repo / "debug.log").write_text("")
+    (git_repo / "build").mkdir()
+    (git_repo / "build" / "out.py").write_text("")
+    commit_all(git_repo)
+    (git_repo / "untracked.py").write_text("")  # untracked but not ignored: listed
+    run_tool("write_file", {"path": "src/c.py", "content": ""}, git_repo)  # creates .clover/
+    res = run_tool("list_files", {}, git_repo)
+    assert res.output.splitlines() == [".gitignore", "README.md", "src/a.py", "src/b.txt",
+                                       "src/c.py", "untracked.py"]
+    res = run_tool("list_files", {"pattern": "*.py"}, git_repo)
+    assert res.details["files"] == ["src/a.py", "src/c.py", "untracked.py"]
+    res = run_tool("list_files", {"path": "src", "pattern": "src/*.txt"}, git_repo)
+    assert res.details["files"] == ["src/b.txt"]
+
+
+def test_list_files_outside_git_and_cap(plain_dir):
+    (plain_dir / "node_modules" / "x").mkdir(parents=True)
+    (plain_dir / "node_modules" / "x" / "i.js").write_text("")
+    (plain_dir / ".gitignore").write_text("secret*\n")
+    (plain_dir / "secret.txt").write_text("")
+    (plain_dir / "many").mkdir()
+    for i in range(600):
+        (plain_dir / "many" / f"f{i:03d}.txt").write_text("")
+    res = run_tool("list_files", {}, plain_dir)
+    assert res.details["count"] == 601 and res.details["truncated"]
+    assert "node_modules" not in res.output and "secret" not in res.output
+    assert "601 files; showing the first 500" in res.output
+    res = run_tool("list_files", {"pattern": "many/**/f59?.txt"}, plain_dir)
+    assert res.details["files"] == [f"many/f59{i}.txt" for i in range(10)]
+
+
+def test_grep_regex_glob_case_and_counts(git_repo):
+    (git_repo / "a.py").write_text("def Foo():\n    return foo_bar\n")
+    (git_repo / "b.txt").write_text("FOO here\nnothing\n")
+    (git_repo / "bin.dat").write_bytes(b"foo\x00foo")
+    commit_all(git_repo)
+    res = run_tool("grep", {"pattern": r"fo+\w*"}, git_repo)
+    assert res.output.splitlines()[0] == "a.py:2:     return foo_bar"
+    assert res.details["matches"] == 1 and res.details["engine"] in ("python", "ripgrep")
+    res = run_tool("grep", {"pattern": "foo", "ignore_case": True, "glob": "*.txt"}, git_repo)
+    assert res.output.splitlines()[0] == "b.txt:1: FOO here"
+    res = run_tool("grep", {"pattern": "nomatchzzz"}, git_repo)
+    assert res.ok and res.details["matches"] == 0
+    res = run_tool("grep", {"pattern": "("}, git_repo)
+    assert not res.ok and "invalid regular expression" in res.output
+
+
+def test_grep_caps_and_skips_clover_state(plain_dir):
+    (plain_dir / "many.txt").write_text("hit\n" * 500)
+    run_tool("write_file", {"path": "x.txt", "content": "hit\n"}, plain_dir)
+    run_tool("write_file", {"path": "x.txt", "content": "hit again\n"}, plain_dir)  # checkpoint has "hit"
+    res = run_tool("grep", {"pattern": "hit"}, plain_dir)
+    assert res.details["matches"] == 501 and res.details["files"] == 2 and res.details["truncated"]
+    assert "[501 matches in 2 files; showing the first 200" in res.output
+    assert ".clover" not in res.output

@@ -1,0 +1,82 @@
+"""The registry contract (schemas, validation, planned writes) and the `clover tool` CLI."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clover_cli.tools.registry import (TOOL_NAMES, ToolArgumentError, is_writing_tool,
+                                       planned_writes, run_tool, tool_schemas, validate_args)
+
+PROMPTS = Path(__file__).resolve().parents[2] / "prompts" / "tools"
+
+
+def clover(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "clover_cli.cli", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_schemas_come_from_prompt_files():
+    schemas = tool_schemas()
+    assert [s["function"]["name"] for s in schemas] == list(TOOL_NAMES)
+    assert set(TOOL_NAMES) == {"read_file", "list_files", "grep", "repo_map", "run_shell",
+                               "apply_patch", "edit_file", "write_file"}
+    for s in schemas:
+        fn = s["function"]
+        assert s["type"] == "function" and fn["parameters"]["type"] == "object"
+        text = (PROMPTS / f"{fn['name']}.txt").read_text()
+        assert fn["description"] and fn["description"] in text
+        for arg, prop in fn["parameters"]["properties"].items():
+            assert prop["description"] and prop["description"] in text, (fn["name"], arg)
+    by = {s["function"]["name"]: s["function"]["parameters"] for s in schemas}
+    assert by["edit_file"]["required"] == ["path", "old", "new"]
+    assert by["repo_map"]["properties"]["paths"]["items"] == {"type": "string"}
+
+
+def test_validation_and_bad_arguments():
+    validate_args("read_file", {"path": "a", "start_line": "3"})  # numeric strings are accepted
+    for name, args, msg in [("nope", {}, "unknown tool"),
+                            ("read_file", {}, "missing required argument 'path'"),
+                            ("read_file", {"path": "a", "colour": 1}, "unknown argument"),
+                            ("read_file", {"path": 3}, "must be a string"),
+                            ("grep", {"pattern": "x", "ignore_case": "maybe"}, "must be a boolean"),
+                            ("read_file", {"path": "a", "start_line": 1.5}, "must be a integer"),
+                            ("edit_file", [], "must be a JSON object")]:
+        with pytest.raises(ToolArgumentError, match=msg):
+            validate_args(name, args)
+    res = run_tool("read_file", {"path": 3}, Path("."))
+    assert not res.ok and res.details["error"] == "bad_arguments"
+
+
+def test_writing_tools_and_planned_writes(git_repo):
+    assert [n for n in TOOL_NAMES if is_writing_tool(n)] == ["apply_patch", "edit_file", "write_file"]
+    patch = "--- a/README.md\n+++ b/docs/README.md\n@@ -1,3 +1,3 @@\n-x\n"  # unparseable: named paths
+    assert planned_writes("apply_patch", {"patch": patch}, git_repo) == ["README.md", "docs/README.md"]
+    good = "--- /dev/null\n+++ b/x/y.txt\n@@ -0,0 +1 @@\n+hi\n--- a/README.md\n+++ /dev/null\n@@ -1 +0,0 @@\n-# demo\n"
+    assert planned_writes("apply_patch", {"patch": good}, git_repo) == ["x/y.txt", "README.md"]
+    assert planned_writes("run_shell", {"command": "rm -rf /"}, git_repo) == []
+    assert not (git_repo / "x").exists() and (git_repo / "README.md").exists()
+
+
+def test_cli_tool_contract(git_repo):
+    res = clover("tool", "read_file", "--root", str(git_repo), "--args", '{"path": "README.md"}')
+    assert res.returncode == 0
+    out = json.loads(res.stdout)
+    assert out == {"ok": True, "output": "     1\t# demo", "path": "README.md", "start_line": 1,
+                   "end_line": 1, "total_lines": 1, "truncated": False}
+    res = clover("tool", "read_file", "--root", str(git_repo), "--args", '{"path": "missing"}')
+    assert res.returncode == 0 and json.loads(res.stdout)["ok"] is False
+    res = clover("tool", "run_shell", "--root", str(git_repo), "--args", '{"command": "exit 4"}')
+    assert res.returncode == 0 and json.loads(res.stdout)["exit_code"] == 4
+    res = clover("tool", "frobnicate", "--root", str(git_repo))
+    assert res.returncode == 2 and json.loads(res.stdout)["error"] == "bad_arguments"
+    res = clover("tool", "read_file", "--root", str(git_repo), "--args", "{not json")
+    assert res.returncode == 2 and "not valid JSON" in json.loads(res.stdout)["output"]
+    res = clover("tool", "read_file", "--root", str(git_repo), "--args", '{"line": 1}')
+    assert res.returncode == 2
+    res = clover("tool", "write_file", "--root", str(git_repo), "--args",
+                 json.dumps({"path": "n.txt", "content": "x\n"}))
+    assert res.returncode == 0 and (git_repo / "n.txt").read_text() == "x\n"
