@@ -1,6 +1,7 @@
 """The agent's configuration (one dataclass, validated on creation)."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,6 +54,8 @@ class AgentConfig:
             raise ValueError("max_output_chars must be >= 200")
         if self.context_window is not None and self.context_window < 256:
             raise ValueError("context_window must be >= 256")
+        if self.session_id is not None and not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}", self.session_id):
+            raise ValueError(f"bad session id {self.session_id!r}: use letters, digits, '.', '_' and '-'")
         if self.tool_names is not None:
             self.tool_names = tuple(self.tool_names)
         self.shell_allow = tuple(p.strip() for p in self.shell_allow if p.strip())

@@ -203,3 +203,5 @@ def test_config_validation(tmp_path):
         AgentConfig(root=tmp_path, approval="maybe")
     with pytest.raises(ValueError, match="not a directory"):
         AgentConfig(root=tmp_path / "nope")
+    with pytest.raises(ValueError, match="bad session id"):
+        AgentConfig(root=tmp_path, session_id="../escape")

@@ -50,7 +50,10 @@ class ModelBackend(ABC):
     context_window: int = 32768
     native_tools: bool = False  # True when tool calls may come back as NativeToolCall
 
-    def __init__(self, threshold: float = 0.95) -> None:
+    def __init__(self, threshold: float | None = 0.95) -> None:
+        threshold = 0.95 if threshold is None else float(threshold)
+        if not 0.0 <= threshold <= 1.0:
+            raise BackendError(f"threshold must be between 0 and 1, got {threshold}")
         self.threshold = threshold
 
     @property
