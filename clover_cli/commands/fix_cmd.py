@@ -21,10 +21,11 @@ def _fail(message: str) -> None:
 @click.option("--root", default=None, type=click.Path(), help="Repository root (default: cwd).")
 @click.option("--attempts", default=3, show_default=True, type=int, help="Agent turns before giving up.")
 @click.option("--max-steps", default=30, show_default=True, type=int, help="Tool steps per agent turn.")
+@click.option("--max-new-tokens", default=None, type=int, help="Tokens per model call (default: the agent's).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the outcome.")
 @click.option("--allow-test-edits", is_flag=True, help="Let the agent change the test file(s).")
 @click.pass_context
-def fix(ctx: click.Context, test, test_cmd, model, root, attempts, max_steps, as_json,
+def fix(ctx: click.Context, test, test_cmd, model, root, attempts, max_steps, max_new_tokens, as_json,
         allow_test_edits) -> None:
     """Make the failing TEST pass; the test is re-run by clover itself after each agent turn.
 
@@ -43,7 +44,8 @@ def fix(ctx: click.Context, test, test_cmd, model, root, attempts, max_steps, as
     try:
         spec = parse_spec(model)
         opts = FixOptions(test=test, root=Path(root), test_cmd=test_cmd, attempts=attempts,
-                          max_steps=max_steps, allow_test_edits=allow_test_edits)
+                          max_steps=max_steps, allow_test_edits=allow_test_edits,
+                          max_new_tokens=max_new_tokens)
     except (SpecError, FixError) as exc:
         _fail(str(exc))
 

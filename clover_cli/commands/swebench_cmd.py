@@ -30,11 +30,12 @@ def _fail(message: str) -> None:
 @click.option("--test-cmd", default=None, metavar="CMD",
               help="Evaluation test command with {tests} or {test} (default: pytest -rA {tests}).")
 @click.option("--max-steps", default=30, show_default=True, type=int, help="Tool steps per instance.")
-@click.option("--model-name", default=None, help="model_name_or_path in the predictions (default: clover/SPEC).")
+@click.option("--max-new-tokens", default=None, type=int, help="Tokens per model call (default: the agent's).")
+@click.option("--model-name", default=None, help="model_name_or_path in the predictions (default: clover/<model>).")
 @click.option("--keep-worktrees", is_flag=True, help="Leave the worktrees in --workdir for inspection.")
 @click.pass_context
 def swebench(ctx: click.Context, instances, output, model, repos_dir, workdir, workers, instance_ids,
-             redo, evaluate, test_cmd, max_steps, model_name, keep_worktrees) -> None:
+             redo, evaluate, test_cmd, max_steps, max_new_tokens, model_name, keep_worktrees) -> None:
     """Run the agent on SWE-bench-style instances and write predictions.
 
     Each instance gets a clean git worktree of <repos-dir>/owner__name at base_commit; the
@@ -50,11 +51,15 @@ def swebench(ctx: click.Context, instances, output, model, repos_dir, workdir, w
     model = model or parent.get("model")
     try:
         spec = parse_spec(model)
+        if model_name is None:
+            short = Path(spec.value).name if spec.kind in ("dir", "replay") else str(spec)
+            model_name = f"clover/{spec.kind}:{short}" if spec.kind == "replay" else f"clover/{short}"
         opts = BatchOptions(instances=Path(instances), output=Path(output), model=str(spec),
                             repos_dir=Path(repos_dir), workdir=Path(workdir) if workdir else None,
                             workers=workers, instance_ids=tuple(instance_ids), redo=redo,
                             evaluate=evaluate, max_steps=max_steps, test_cmd=test_cmd,
-                            keep_worktrees=keep_worktrees, model_name=model_name)
+                            keep_worktrees=keep_worktrees, model_name=model_name,
+                            max_new_tokens=max_new_tokens)
     except (SpecError, BatchError) as exc:
         _fail(str(exc))
 

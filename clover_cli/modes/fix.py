@@ -35,6 +35,7 @@ class FixOptions:
     allow_test_edits: bool = False
     test_timeout: float = 900.0
     output_chars: int = 6000  # failure output given to the agent (head + tail)
+    max_new_tokens: int | None = None  # per model call; None: the agent's default
 
     def __post_init__(self) -> None:
         self.root = Path(self.root).expanduser()
@@ -47,6 +48,8 @@ class FixOptions:
             raise FixError("--attempts must be at least 1")
         if self.max_steps < 1:
             raise FixError("--max-steps must be at least 1")
+        if self.max_new_tokens is not None and self.max_new_tokens < 1:
+            raise FixError("--max-new-tokens must be at least 1")
 
 
 @dataclass
@@ -130,7 +133,8 @@ def run_fix(opts: FixOptions, make_backend: Callable[[], object], *,
         backend = make_backend()
     except Exception as exc:  # a model that cannot load is bad input: one line, exit 2
         raise FixError(f"cannot load model: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}") from None
-    cfg = AgentConfig(root=opts.root, approval="auto-edit", max_steps=opts.max_steps,
+    extra = {"max_new_tokens": opts.max_new_tokens} if opts.max_new_tokens else {}
+    cfg = AgentConfig(root=opts.root, approval="auto-edit", max_steps=opts.max_steps, **extra,
                       protected_paths=() if opts.allow_test_edits else tuple(protected),
                       meta={"mode": "fix", "test": opts.test, "command": command_text})
     agent = Agent(backend, cfg)

@@ -50,6 +50,7 @@ class BatchOptions:
     keep_worktrees: bool = False
     model_name: str | None = None
     test_timeout: float = 900.0
+    max_new_tokens: int | None = None  # per model call; None: the agent's default
 
     def __post_init__(self) -> None:
         self.instances = Path(self.instances).expanduser()
@@ -59,6 +60,8 @@ class BatchOptions:
             raise BatchError("--workers must be at least 1")
         if self.max_steps < 1:
             raise BatchError("--max-steps must be at least 1")
+        if self.max_new_tokens is not None and self.max_new_tokens < 1:
+            raise BatchError("--max-new-tokens must be at least 1")
         if not self.repos_dir.is_dir():
             raise BatchError(f"--repos-dir {str(self.repos_dir)!r} is not a directory")
         if self.output.exists() and not self.output.is_file():
@@ -131,7 +134,8 @@ def _run_agent(batch: _Batch, inst: Instance, tree: Path, trace: _ListLog) -> tu
     backend = batch.provider.get()
     agent = None
     try:
-        cfg = AgentConfig(root=tree, approval="yolo", max_steps=batch.opts.max_steps,
+        extra = {"max_new_tokens": batch.opts.max_new_tokens} if batch.opts.max_new_tokens else {}
+        cfg = AgentConfig(root=tree, approval="yolo", max_steps=batch.opts.max_steps, **extra,
                           meta={"mode": "swebench", "instance_id": inst.instance_id,
                                 "repo": inst.repo, "base_commit": inst.base_commit})
         agent = Agent(backend, cfg)

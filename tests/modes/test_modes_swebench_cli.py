@@ -55,7 +55,7 @@ def test_batch_predictions_apply_and_resolve_and_errors_do_not_stop_it(batch):
     for iid, name in (("acme__alpha-1", "alpha"), ("acme__beta-1", "beta")):
         row = preds[iid]
         assert set(row) == {"instance_id", "model_name_or_path", "model_patch"}
-        assert row["model_name_or_path"] == f"clover/replay:{fixer}"
+        assert row["model_name_or_path"] == "clover/replay:fix.json"
         assert "+    return a + b" in row["model_patch"] and ".clover" not in row["model_patch"]
         check = tmp / f"check-{name}"
         run(["git", "clone", "-q", str(repos / f"acme__{name}"), str(check)], tmp)
