@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from clover_cli.agent.parsing import has_open_call
+from clover_cli.agent.parsing import has_open_call, split_thinking
 from clover_cli.agent.prompt_files import prompt_text, render
 
 
@@ -58,7 +58,7 @@ def flatten(messages: list[dict], tools: list[dict]) -> list[dict]:
             else:
                 out.append({"role": "user", "content": block, "_tool": True})
         elif role == "assistant":
-            text = content
+            text = split_thinking(content)[1].strip()  # earlier reasoning is not shown again
             if m.get("tool_calls") and not has_open_call(content):
                 text += "".join(f"\n<tool_call>\n{_call_json(tc)}\n</tool_call>" for tc in m["tool_calls"])
             out.append({"role": "assistant", "content": text.strip()})
@@ -79,6 +79,8 @@ def render_fallback(messages: list[dict], tools: list[dict], add_generation_prom
     for m in messages:
         m = dict(m)
         m["content"] = m.get("content") or ""
+        if m.get("role") == "assistant":
+            m["content"] = split_thinking(m["content"])[1].strip()
         calls = m.get("tool_calls") or []
         m["tool_calls_text"] = [] if has_open_call(m["content"]) else [_call_json(tc) for tc in calls]
         msgs.append(m)

@@ -58,3 +58,11 @@ def test_replay_bad_file(tmp_path):
     (tmp_path / "bad.json").write_text('{"completions": [1]}')
     with pytest.raises(BackendError, match="must be"):
         make_backend(f"replay:{tmp_path / 'bad.json'}")
+
+
+def test_earlier_thinking_is_not_rendered_again():
+    conv = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "<think>long plan</think>Answer."}]
+    assert "long plan" not in render_fallback(conv, [])
+    assert flatten(conv, [])[1]["content"] == "Answer."
+    from clover_cli.agent.backends.openai_backend import to_openai_messages
+    assert to_openai_messages(conv)[1]["content"] == "Answer."

@@ -21,7 +21,7 @@ from typing import Any, Iterator
 from clover_cli.agent.backends.base import (BackendError, Completion, ModelBackend, NativeToolCall,
                                             StreamItem, ThinkSplitter, block_texts)
 from clover_cli.agent.events import BlockText
-from clover_cli.agent.parsing import has_open_call, parse_tool_calls
+from clover_cli.agent.parsing import has_open_call, parse_tool_calls, split_thinking
 
 _EOF = object()
 
@@ -215,7 +215,7 @@ def to_openai_messages(messages: list[dict]) -> list[dict]:
     for m in messages:
         role = m.get("role")
         if role == "assistant":
-            content = m.get("content") or ""
+            content = split_thinking(m.get("content") or "")[1].strip()
             msg: dict[str, Any] = {"role": "assistant"}
             if m.get("tool_calls"):
                 if has_open_call(content):
