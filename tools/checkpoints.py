@@ -19,6 +19,9 @@ from .paths import PRIVATE_DIR, PathError, resolve_in_root
 from .textio import atomic_write
 
 
+MAX_CHECKPOINTS = 500
+
+
 def ensure_private_dir(root: Path) -> Path:
     """Create `<root>/.clover/` with a `.gitignore` of `*`, so git never sees Clover's state."""
     private = Path(root).resolve() / PRIVATE_DIR
@@ -62,7 +65,10 @@ class CheckpointStore:
         """Save the current bytes and mode of `paths` (repo-relative) before they are written."""
         ensure_private_dir(self.root)
         self.directory.mkdir(exist_ok=True)
-        cp_id = max(self._ids(), default=0) + 1
+        ids = sorted(self._ids())
+        for old in ids[: max(0, len(ids) - MAX_CHECKPOINTS + 1)]:  # bounded history
+            shutil.rmtree(self.directory / f"{old:06d}", ignore_errors=True)
+        cp_id = (ids[-1] if ids else 0) + 1
         cp_dir = self.directory / f"{cp_id:06d}"
         (cp_dir / "blobs").mkdir(parents=True)
         cp = Checkpoint(cp_id, cp_dir, label)
