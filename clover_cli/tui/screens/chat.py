@@ -318,13 +318,20 @@ class ChatScreen(SlashCommands, Screen):
         else:
             self.notify("Press Ctrl+C again to quit.", timeout=QUIT_WINDOW_SECONDS)
 
-    def quit(self) -> None:
-        """Stop any generation and exit; the session file is already written."""
+    def stop_agent(self) -> None:
+        """Cancel a running turn and answer a pending approval, so worker threads can end."""
         if self.approval is not None and not self.approval[0].future.done():
             self.approval[0].future.set_result(ev.ApprovalAnswer("no", "The user quit."))
+        if self.agent is not None and self.busy:
+            self.agent.cancel()
+
+    def on_unmount(self) -> None:
+        self.stop_agent()
+
+    def quit(self) -> None:
+        """Stop any generation and exit; the session file is already written."""
+        self.stop_agent()
         agent = self.agent
-        if agent is not None and self.busy:
-            agent.cancel()
         info = None
         if agent is not None:
             info = {"session_id": getattr(agent, "session_id", None),

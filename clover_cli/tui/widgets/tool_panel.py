@@ -23,7 +23,9 @@ STATUS_TEXT = {
 
 def summarize_args(name: str, arguments: Mapping[str, Any], width: int = 60) -> str:
     """A one-line summary of a call's arguments (the path or command first)."""
-    if name == "apply_patch" and isinstance(arguments.get("patch"), str):
+    if name in ("edit_file", "write_file") and "path" in arguments:
+        text = str(arguments["path"]) + (" (all)" if arguments.get("replace_all") else "")
+    elif name == "apply_patch" and isinstance(arguments.get("patch"), str):
         files = [ln[6:] for ln in arguments["patch"].splitlines() if ln.startswith("+++ b/")]
         text = ", ".join(files) or "(patch)"
     else:
@@ -39,6 +41,18 @@ def summarize_args(name: str, arguments: Mapping[str, Any], width: int = 60) -> 
         text = " ".join(parts)
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def args_preview(name: str, arguments: Mapping[str, Any]) -> str:
+    """What a writing call changes, from its own arguments (shown when no approval preview exists)."""
+    if name == "apply_patch" and isinstance(arguments.get("patch"), str):
+        return arguments["patch"]
+    if name == "edit_file" and isinstance(arguments.get("old"), str) and isinstance(arguments.get("new"), str):
+        path = arguments.get("path", "")
+        minus = "".join(f"-{line}\n" for line in arguments["old"].splitlines())
+        plus = "".join(f"+{line}\n" for line in arguments["new"].splitlines())
+        return f"--- a/{path}\n+++ b/{path}\n@@ edit @@\n{minus}{plus}"
+    return ""
 
 
 def looks_like_diff(text: str) -> bool:
@@ -63,7 +77,7 @@ class ToolPanel(Vertical):
         self.arguments = dict(arguments)
         self.status = "proposed"
         self.output = ""
-        self.preview = ""
+        self.preview = args_preview(name, arguments)
         self._header = Static(self._header_text(), classes="tool-header")
         self._body = Static("", classes="tool-output")
         self._fold = Collapsible(self._body, title="output", collapsed=True, classes="tool-fold")
