@@ -10,10 +10,10 @@ from pathlib import Path
 from .base import ToolResult
 from .matching import Match, describe_ambiguity, describe_failure, find_block
 from .paths import PathError, relpath, resolve_in_root
+from .patchtext import fix_hunk_counts, unwrap
 from .textio import decode, dominant_eol, encode, is_binary, split_lines
 from .writes import FileWrite, Plan, execute
 
-FENCE = re.compile(r"^```[\w+-]*\s*\n(.*?)^```\s*$", re.S | re.M)
 MODE_LINE = re.compile(r"^(?:new file|new) mode (\d+)", re.M)
 
 
@@ -117,13 +117,6 @@ def apply_hunks(rel: str, data: bytes | None, hunks: list) -> tuple[bytes, list[
         raise PatchError(f"the new text of {rel} cannot be written in its encoding {enc}: {exc}")
 
 
-def _clean(patch: str) -> str:
-    fenced = FENCE.search(patch)
-    if fenced and "@@" in fenced.group(1):
-        patch = fenced.group(1)
-    return patch if patch.endswith("\n") else patch + "\n"
-
-
 def _names(pf) -> tuple[str | None, str | None]:
     """(source, target) paths without git's a/ b/ prefixes; None for /dev/null."""
     src, dst = (n[1:-1] if n and len(n) > 1 and n[0] == n[-1] == '"' else n
@@ -160,9 +153,11 @@ def plan_patch(root: Path, patch: str) -> Plan:
     import unidiff  # imported lazily: only patches need it
     root = Path(root).resolve()
     try:
-        patchset = unidiff.PatchSet(_clean(patch))
+        patchset = unidiff.PatchSet(fix_hunk_counts(unwrap(patch)))
     except unidiff.UnidiffParseError as exc:
-        raise PatchError(f"could not parse the patch: {exc}. Nothing was changed.") from None
+        hint = (" The last hunk has fewer lines than its @@ header says: is the patch cut off?"
+                if "shorter" in str(exc) else "")
+        raise PatchError(f"could not parse the patch: {exc}.{hint} Nothing was changed.") from None
     if not len(patchset):
         raise PatchError("the patch contains no file changes (expected `--- a/PATH`, `+++ b/PATH` "
                          "and `@@` hunks). Nothing was changed.")

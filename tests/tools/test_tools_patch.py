@@ -218,3 +218,21 @@ def test_patch_in_markdown_fence_and_create_on_existing(git_repo):
     create = "--- /dev/null\n+++ b/a.txt\n@@ -0,0 +1 @@\n+new\n"
     res = run_tool("apply_patch", {"patch": create}, git_repo)
     assert not res.ok and "already exists" in res.output
+
+
+def test_wrong_hunk_counts_from_a_model_are_repaired_not_truncated(git_repo):
+    (git_repo / "a.txt").write_text("a\nb\nc\n\nd\n")
+    (git_repo / "z.txt").write_text("q\n")
+    commit_all(git_repo)
+    # header undercounts (unidiff alone would silently drop "+C" and " c"); a blank context
+    # line lost its space; the counts of the second file are fine
+    patch = ("--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n a\n-b\n+B\n+C\n c\n\n d\n"
+             "--- a/z.txt\n+++ b/z.txt\n@@ -1 +1 @@\n-q\n+r\n")
+    res = run_tool("apply_patch", {"patch": patch}, git_repo)
+    assert res.ok, res.output
+    assert (git_repo / "a.txt").read_text() == "a\nB\nC\nc\n\nd\n"
+    assert (git_repo / "z.txt").read_text() == "r\n"
+    cut = "--- a/z.txt\n+++ b/z.txt\n@@ -1,3 +1,3 @@\n-r\n"
+    res = run_tool("apply_patch", {"patch": cut}, git_repo)
+    assert not res.ok and "cut off" in res.output
+    assert (git_repo / "z.txt").read_text() == "r\n"

@@ -1,0 +1,81 @@
+"""Clean up a patch's text before `unidiff` parses it: unwrap a Markdown fence, and make each
+`@@` header's line counts agree with the hunk body the model actually wrote.
+
+unidiff trusts the counts: a header that undercounts makes it stop early and silently drop the
+hunk's last lines (a partial edit). So a hunk body that is longer than its header says, or that
+is followed by more of the patch, gets its counts rewritten from the body. A body that is shorter
+at the very end of the text is left alone: that looks like a truncated patch, and unidiff's
+"shorter than expected" error rejects it.
+"""
+from __future__ import annotations
+
+import re
+
+FENCE = re.compile(r"^```[\w+-]*[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
+HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$", re.S)
+
+
+def unwrap(patch: str) -> str:
+    """The diff inside a ```diff fence, if the text has one; ends with a newline."""
+    fenced = FENCE.search(patch)
+    if fenced and "@@" in fenced.group(1):
+        patch = fenced.group(1)
+    return patch if patch.endswith("\n") else patch + "\n"
+
+
+def _is_file_header(lines: list[str], j: int) -> bool:
+    return lines[j].startswith("--- ") and j + 1 < len(lines) and lines[j + 1].startswith("+++ ")
+
+
+def _body_end(lines: list[str], start: int) -> int:
+    """Index just past the hunk body that starts at `start`."""
+    j = start
+    while j < len(lines):
+        line = lines[j]
+        if line.startswith(("@@", "diff --git ")) or _is_file_header(lines, j):
+            break
+        if line[:1] in (" ", "+", "-", "\\"):
+            j += 1
+            continue
+        if line in ("\n", "\r\n"):  # a blank context line that lost its leading space?
+            k = j
+            while k < len(lines) and lines[k] in ("\n", "\r\n"):
+                k += 1
+            if k < len(lines) and lines[k][:1] in (" ", "+", "-", "\\") and \
+                    not _is_file_header(lines, k):
+                j = k
+                continue
+        break
+    return j
+
+
+def fix_hunk_counts(patch: str) -> str:
+    """Rewrite `@@` counts that disagree with their hunk bodies (see the module docstring)."""
+    lines = patch.splitlines(keepends=True)
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        m = HUNK.match(lines[i])
+        if not m:
+            out.append(lines[i])
+            i += 1
+            continue
+        end = _body_end(lines, i + 1)
+        body = [(" " + x if x in ("\n", "\r\n") else x) for x in lines[i + 1:end]]
+        old = sum(1 for x in body if x[:1] in (" ", "-"))
+        new = sum(1 for x in body if x[:1] in (" ", "+"))
+        h_old = int(m.group(2)) if m.group(2) is not None else 1
+        h_new = int(m.group(4)) if m.group(4) is not None else 1
+        at_end = all(not x.strip() for x in lines[end:])
+        header = lines[i]
+        if (old, new) != (h_old, h_new) and (not at_end or (old >= h_old and new >= h_new)):
+            s_start = int(m.group(1))
+            t_start = int(m.group(3))
+            tail = m.group(5)
+            header = f"@@ -{s_start},{old} +{t_start},{new} @@{tail}"
+            if not header.endswith("\n"):
+                header += "\n"
+        out.append(header)
+        out.extend(body)
+        i = end
+    return "".join(out)
