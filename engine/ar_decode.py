@@ -49,7 +49,6 @@ class ARDecoder:
         for c0 in range(0, n, AR_PREFILL_CHUNK):
             c1 = min(n, c0 + AR_PREFILL_CHUNK)
             logits = self._forward(ids[c0:c1], c0, cache, count=c1 == n)  # the last chunk yields token 1
-        prefill_seconds = time.perf_counter() - t0
         generated: list[int] = []
         finish = "length"
         masked = torch.ones(1, dtype=torch.bool, device=self.device)
@@ -85,5 +84,5 @@ class ARDecoder:
         stats = GenerationStats(
             generated_tokens=len(generated), forwards=self.run_forward.forwards, blocks=len(generated),
             steps_per_block=tuple([1] * len(generated)), forward_seconds=self.run_forward.seconds,
-            total_seconds=time.perf_counter() - t0, prompt_tokens=n, prefill_seconds=prefill_seconds)
+            total_seconds=time.perf_counter() - t0, prompt_tokens=n, prefill_seconds=self.run_forward.uncounted_seconds)
         yield GenerationResult(tuple(generated), text, finish, stats, tuple(self.prompt))

@@ -92,7 +92,6 @@ class BlockDecoder:
         cache = make_cache(self.lm.model)
         start = (n // B) * B
         carry = self._prefill(cache, start) if start else None
-        prefill_seconds = time.perf_counter() - t0
         generated: list[int] = []
         blocks: list[tuple[int, ...]] = []
         steps_per_block: list[int] = []
@@ -158,7 +157,7 @@ class BlockDecoder:
             start += B
             block_index += 1
 
-        yield self._result(generated, finish, steps_per_block, t0, prefill_seconds)
+        yield self._result(generated, finish, steps_per_block, t0)
 
     def _eos_done(self, block: torch.Tensor, masked: torch.Tensor, fixed: int, end: int) -> int:
         """Index of the first committed EOS if every position before it is committed, else -1."""
@@ -174,8 +173,8 @@ class BlockDecoder:
             return -1  # EOS committed while earlier positions are masked: keep decoding
         return fixed + first
 
-    def _result(self, generated: list[int], finish: str, steps_per_block: list[int], t0: float,
-                prefill_seconds: float) -> GenerationResult:
+    def _result(self, generated: list[int], finish: str, steps_per_block: list[int],
+                t0: float) -> GenerationResult:
         ids = list(generated)
         text = self.streamer.text_of(ids)
         if self.cfg.stop:
@@ -189,5 +188,5 @@ class BlockDecoder:
             generated_tokens=len(ids), forwards=self.run_forward.forwards, blocks=len(steps_per_block),
             steps_per_block=tuple(steps_per_block), forward_seconds=self.run_forward.seconds,
             total_seconds=time.perf_counter() - t0, prompt_tokens=len(self.prompt),
-            prefill_seconds=prefill_seconds)
+            prefill_seconds=self.run_forward.uncounted_seconds)
         return GenerationResult(tuple(ids), text, finish, stats, tuple(self.prompt))

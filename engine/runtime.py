@@ -59,7 +59,8 @@ class ForwardRunner:
 
     model: Any
     forwards: int = 0
-    seconds: float = 0.0
+    seconds: float = 0.0  # in counted forwards (those that decode)
+    uncounted_seconds: float = 0.0  # in prefill forwards that produce no token
     sync: Any = field(default=None)
 
     def __call__(self, input_ids: torch.Tensor, position_ids: torch.Tensor, cache: Any,
@@ -74,9 +75,11 @@ class ForwardRunner:
         logits = out.logits[0].float()  # [K, V]
         if logits.is_cuda:
             torch.cuda.synchronize(logits.device)
-        self.seconds += time.perf_counter() - start
         if count:
             self.forwards += 1
+            self.seconds += time.perf_counter() - start
+        else:
+            self.uncounted_seconds += time.perf_counter() - start
         return logits
 
 

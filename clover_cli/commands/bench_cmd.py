@@ -1,0 +1,56 @@
+"""`clover bench`: TPF, speed and quality of block diffusion vs AR mode of the same weights."""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+
+def _thresholds(ctx, param, value: str) -> list[float]:
+    try:
+        values = [float(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise click.BadParameter("expected comma-separated numbers, e.g. 0.95,0.9") from None
+    if not values or any(not 0.0 <= v <= 1.0 for v in values):
+        raise click.BadParameter("thresholds must be between 0 and 1")
+    return values
+
+
+@click.command("bench")
+@click.option("--model", "model_spec", default="tiny", show_default=True)
+@click.option("--prompts", "prompts_file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="JSON {\"code\": [...], \"agent\": [...]} (default: the built-in held-out set).")
+@click.option("--thresholds", default="0.95,0.9,0.8,0.7", show_default=True, callback=_thresholds)
+@click.option("--max-new-tokens", type=click.IntRange(1, 4096), default=64, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="Draw TPF and speedup against threshold to this PNG (needs matplotlib).")
+def bench(model_spec, prompts_file, thresholds, max_new_tokens, as_json, plot_path) -> None:
+    """Measure TPF, speed and quality: AR mode vs block diffusion, interleaved per prompt."""
+    if plot_path is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            click.echo("clover: error: --plot needs matplotlib: pip install 'clover-cli[plot]'", err=True)
+            sys.exit(2)
+    from clover_cli.bench import format_table, load_prompts, plot, run_bench
+    from clover_cli.commands.generate_cmd import load_or_exit
+
+    try:
+        prompts = load_prompts(prompts_file)
+    except (ValueError, json.JSONDecodeError) as exc:
+        click.echo(f"clover: error: {exc}", err=True)
+        sys.exit(2)
+    lm = load_or_exit(model_spec)
+
+    def progress(msg: str) -> None:
+        if not as_json:
+            click.echo(f"\r{msg}  ", nl=False, err=True)
+
+    report = run_bench(lm, prompts, thresholds, max_new_tokens, progress)
+    if not as_json:
+        click.echo("", err=True)
+    if plot_path is not None:
+        plot(report, plot_path)
+    click.echo(json.dumps(report) if as_json else format_table(report))

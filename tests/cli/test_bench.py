@@ -1,0 +1,39 @@
+"""`clover bench --json` on a tiny random model returns every field with consistent values."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from clover_cli.bench import agreement, code_parses
+
+
+def test_bench_json_has_every_field(tiny_dirs, tmp_path):
+    prompts = tmp_path / "p.json"
+    prompts.write_text(json.dumps({
+        "code": ["def f(x):\n", "import os\n"],
+        "agent": [{"request": "Where is parse_header defined?", "tool": ["grep"], "arg": "parse_header"}],
+    }))
+    out = subprocess.run([sys.executable, "-m", "clover_cli.cli", "bench", "--model", str(tiny_dirs["clover"]),
+                          "--prompts", str(prompts), "--thresholds", "0.95,0.5", "--max-new-tokens", "12",
+                          "--json"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["model"] == "clover" and report["prompts"] == 3
+    assert report["ar"]["tpf"] == 1.0 and report["ar"]["agreement_with_ar"] == 1.0
+    assert [r["threshold"] for r in report["runs"]] == [0.95, 0.5]
+    for run in report["runs"]:
+        for key in ("threshold", "tpf", "tokens_per_second", "speedup_vs_ar", "overhead", "parse_rate",
+                    "tool_call_rate", "agreement_with_ar", "steps_per_block", "tool_call_correct_rate"):
+            assert key in run
+        assert run["tpf"] >= 1.0 and 0.0 <= run["agreement_with_ar"] <= 1.0
+        assert 0.0 <= run["parse_rate"] <= 1.0 and run["tool_call_rate"] is not None
+    # a lower threshold never commits fewer tokens per forward on the same prompts
+    assert report["runs"][1]["tpf"] >= report["runs"][0]["tpf"]
+
+
+def test_quality_proxies():
+    assert code_parses("def f(x):\n", "    return x + 1\n")
+    assert not code_parses("def f(x):\n", "    return (x +\n")
+    assert agreement([1, 2, 3], [1, 2, 4, 5]) == 0.5
+    assert agreement([], []) == 1.0

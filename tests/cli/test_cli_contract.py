@@ -1,0 +1,88 @@
+"""The CLI contract: fast help without torch, `clover generate --json`, exit codes."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from clover_cli.cli import COMMANDS
+
+PY = sys.executable
+
+
+def _run(*args, timeout=180):
+    return subprocess.run([PY, "-m", "clover_cli.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.mark.parametrize("argv", [["--help"]] + [[name, "--help"] for name in sorted(COMMANDS)],
+                         ids=lambda a: " ".join(a))
+def test_help_does_not_import_torch_or_transformers(argv):
+    code = ("import sys\nfrom clover_cli.cli import cli\n"
+            f"try:\n    cli.main({argv!r}, prog_name='clover', standalone_mode=False)\n"
+            "except SystemExit:\n    pass\n"
+            "heavy = [m for m in ('torch', 'transformers', 'textual') if m in sys.modules]\n"
+            "print('HEAVY=' + ','.join(heavy))\n")
+    out = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "HEAVY=\n" in out.stdout, out.stdout
+
+
+def test_generate_json_contract(tiny_dirs):
+    out = _run("generate", "--model", str(tiny_dirs["clover"]), "--raw", "--json", "--prompt",
+               "def add(a, b):", "--max-new-tokens", "20", "--threshold", "0.5")
+    assert out.returncode == 0, out.stderr
+    lines = [line for line in out.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1
+    obj = json.loads(lines[0])
+    for key in ("text", "token_ids", "prompt_ids", "forwards", "blocks", "tpf", "seconds",
+                "tokens_per_second", "finish_reason"):
+        assert key in obj
+    assert 0 < len(obj["token_ids"]) <= 20
+    assert obj["finish_reason"] in ("eos", "length")
+    assert obj["tpf"] == pytest.approx(len(obj["token_ids"]) / obj["forwards"], rel=1e-3)
+    # --raw: the prompt is tokenized as is
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(str(tiny_dirs["clover"]))
+    assert obj["prompt_ids"] == tok.encode("def add(a, b):")
+
+
+def test_generate_chat_template_and_streaming(tiny_dirs, tmp_path):
+    prompt = tmp_path / "p.txt"
+    prompt.write_text("hello")
+    out = _run("generate", "--model", str(tiny_dirs["ar"]), "--prompt-file", str(prompt),
+               "--max-new-tokens", "5", "--json")
+    obj = json.loads(out.stdout)
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(str(tiny_dirs["ar"]))
+    templ = tok.apply_chat_template([{"role": "user", "content": "hello"}], tokenize=False,
+                                    add_generation_prompt=True)
+    assert obj["prompt_ids"] == tok.encode(templ, add_special_tokens=False)
+    text = _run("generate", "--model", str(tiny_dirs["ar"]), "--prompt", "hi", "--max-new-tokens", "5")
+    assert text.returncode == 0 and "TPF" in text.stderr
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--model", "/no/such/dir", "--prompt", "x"], "unknown model spec"),
+    (["--model", "hf:nobody/none", "--prompt", "x"], "not in the local Hugging Face cache"),
+    (["--model", "tiny"], "exactly one of --prompt"),
+    (["--model", "tiny", "--prompt", "x", "--threshold", "2"], "threshold"),
+])
+def test_generate_bad_input_exits_2_with_one_line(args, words):
+    out = _run("generate", *args)
+    assert out.returncode == 2
+    assert words in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_broken_checkpoint_one_line(tiny_dirs, tmp_path):
+    import shutil
+    d = tmp_path / "broken"
+    shutil.copytree(tiny_dirs["clover"], d)
+    (d / "model.safetensors").write_bytes(b"garbage")
+    out = _run("generate", "--model", str(d), "--prompt", "x")
+    assert out.returncode == 2
+    errs = [line for line in out.stderr.splitlines() if line.startswith("clover: error:")]
+    assert len(errs) == 1 and "Traceback" not in out.stderr

@@ -1,0 +1,147 @@
+"""DESIGN.md exactness test 4 (AR path == transformers greedy generate) and loader errors."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from clover_cli.engine.config import GenerationConfig
+from clover_cli.engine.decode import Engine
+from clover_cli.engine.loader import ModelLoadError, load_model, resolve_hf_cache
+from clover_cli.engine.tiny import build_tiny_checkpoint
+
+
+@pytest.mark.parametrize("kind", ["ar", "ar_llama"])
+def test_ar_path_equals_transformers_greedy_generate(tiny_dirs, kind):
+    lm = load_model(str(tiny_dirs[kind]))
+    assert not lm.is_diffusion
+    prompt = lm.encode("def add(a, b):\n    return")
+    ours = Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=24))
+    with torch.inference_mode():
+        ref = lm.model.generate(torch.tensor([prompt]), max_new_tokens=24, do_sample=False,
+                                eos_token_id=list(lm.eos_token_ids), pad_token_id=0)
+    expected = ref[0, len(prompt):].tolist()
+    assert list(ours.token_ids) == expected
+    assert ours.stats.tpf == 1.0
+
+
+def test_ar_sampling_is_reproducible_with_a_seed(tiny_dirs):
+    lm = load_model(str(tiny_dirs["ar"]))
+    prompt = lm.encode("hello")
+    cfg = dict(max_new_tokens=16, temperature=1.0, top_p=0.9)
+    a = Engine(lm).generate(prompt, GenerationConfig(seed=3, **cfg))
+    b = Engine(lm).generate(prompt, GenerationConfig(seed=3, **cfg))
+    c = Engine(lm).generate(prompt, GenerationConfig(seed=4, **cfg))
+    assert a.token_ids == b.token_ids and a.token_ids != c.token_ids
+
+
+def test_diffusion_sampling_is_reproducible_with_a_seed(tiny_dirs):
+    lm = load_model(str(tiny_dirs["clover"]))
+    prompt = lm.encode("hello")
+    cfg = dict(max_new_tokens=20, temperature=0.8)
+    a = Engine(lm).generate(prompt, GenerationConfig(seed=1, **cfg))
+    b = Engine(lm).generate(prompt, GenerationConfig(seed=1, **cfg))
+    assert a.token_ids == b.token_ids
+
+
+def test_families_are_detected(tiny_dirs):
+    assert load_model(str(tiny_dirs["clover"])).family.name == "clover"
+    fast = load_model(str(tiny_dirs["fast_dllm_v2"]))
+    assert fast.family.shifted_logits and fast.block_size == 8
+    assert load_model(str(tiny_dirs["sdar"])).block_size == 4
+    assert load_model(str(tiny_dirs["clover"]), block_size=4).block_size == 4
+
+
+def _copy(src, dst):
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _one_line_error(spec) -> str:
+    with pytest.raises(ModelLoadError) as info:
+        load_model(str(spec))
+    message = str(info.value)
+    assert "\n" not in message and message
+    return message
+
+
+def test_missing_config(tiny_dirs, tmp_path):
+    d = _copy(tiny_dirs["clover"], tmp_path / "m")
+    (d / "config.json").unlink()
+    assert "missing config.json" in _one_line_error(d)
+
+
+def test_broken_config_json(tiny_dirs, tmp_path):
+    d = _copy(tiny_dirs["clover"], tmp_path / "m")
+    (d / "config.json").write_text("{not json")
+    assert "not valid JSON" in _one_line_error(d)
+
+
+def test_missing_weights(tiny_dirs, tmp_path):
+    d = _copy(tiny_dirs["clover"], tmp_path / "m")
+    (d / "model.safetensors").unlink()
+    assert "no *.safetensors" in _one_line_error(d)
+
+
+def test_unknown_architecture(tiny_dirs, tmp_path):
+    d = _copy(tiny_dirs["ar"], tmp_path / "m")
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["model_type"] = "wobblenet"
+    (d / "config.json").write_text(json.dumps(cfg))
+    assert "unknown architecture 'wobblenet'" in _one_line_error(d)
+
+
+def test_shape_mismatch(tiny_dirs, tmp_path):
+    d = _copy(tiny_dirs["clover"], tmp_path / "m")
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["intermediate_size"] = 96
+    (d / "config.json").write_text(json.dumps(cfg))
+    assert "mismatch" in _one_line_error(d) or "size" in _one_line_error(d)
+
+
+def test_diffusion_family_without_mask_id(tiny_dirs, tmp_path):
+    d = _copy(tiny_dirs["sdar"], tmp_path / "m")
+    cfg = json.loads((d / "config.json").read_text())
+    del cfg["mask_token_id"]
+    (d / "config.json").write_text(json.dumps(cfg))
+    assert "no mask_token_id" in _one_line_error(d)
+
+
+def test_missing_tensor_is_not_silently_random(tiny_dirs, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    d = _copy(tiny_dirs["clover"], tmp_path / "m")
+    weights = load_file(str(d / "model.safetensors"))
+    weights.pop("model.layers.1.mlp.up_proj.weight")
+    save_file(weights, str(d / "model.safetensors"), metadata={"format": "pt"})
+    assert "missing weights" in _one_line_error(d)
+
+
+def test_hf_spec_resolves_only_in_local_cache(tiny_dirs, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    with pytest.raises(ModelLoadError, match="not in the local Hugging Face cache"):
+        load_model("hf:acme/nothing")
+    snap = tmp_path / "hub" / "models--acme--tiny" / "snapshots" / "abc123"
+    _copy(tiny_dirs["clover"], snap)
+    (tmp_path / "hub" / "models--acme--tiny" / "refs").mkdir()
+    (tmp_path / "hub" / "models--acme--tiny" / "refs" / "main").write_text("abc123")
+    assert resolve_hf_cache("acme/tiny") == snap
+    assert load_model("hf:acme/tiny").family.name == "clover"
+
+
+def test_bad_specs():
+    for spec, words in [("hf:noslash", "hf:ORG/NAME"), ("openai:nourl", "BASE_URL"),
+                        ("/definitely/not/here", "unknown model spec")]:
+        with pytest.raises(ModelLoadError, match=words):
+            load_model(spec)
+
+
+@pytest.mark.slow
+def test_smollm2_gguf_answers():
+    lm = load_model("smollm2")
+    assert not lm.is_diffusion
+    prompt = lm.encode(lm.render_chat([{"role": "user", "content": "What is the capital of France?"}]))
+    result = Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=20))
+    assert "Paris" in result.text
