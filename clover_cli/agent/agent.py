@@ -286,6 +286,20 @@ class Agent:
             if self.backend.count_tokens(self._messages, self.tools) <= budget:
                 return
         yield from self.compact()
+        if self.backend.count_tokens(self._messages, self.tools) > budget:
+            yield from self._squeeze(budget)
+
+    def _squeeze(self, budget: int) -> Iterator[AgentEvent]:
+        """Last resort: elide every tool output but the latest, then cut the latest down."""
+        elide_tool_outputs(self._messages, keep_recent=1)
+        last = max((i for i, m in enumerate(self._messages) if m.get("role") == "tool"), default=None)
+        while last is not None and self.backend.count_tokens(self._messages, self.tools) > budget:
+            content = self._messages[last].get("content") or ""
+            if len(content) < 400:
+                break
+            self._messages[last] = {**self._messages[last], "content": truncate_output(content, len(content) // 2)}
+        self._log.append({"type": "reset", "messages": self._messages})
+        yield Notice("Cut tool outputs down to fit the context window.")
 
     def compact(self) -> Iterator[AgentEvent]:
         """Has the model summarise the older conversation; keeps the system prompt, the task and

@@ -117,3 +117,18 @@ def test_diff_survives_resume(tmp_path):
     assert resumed.changed_files == ["calc.py"] and "+    return a + b" in resumed.diff()
     undo = resumed.undo()
     assert undo.ok and "a - b" in (repo / "calc.py").read_text() and resumed.changed_files == []
+
+
+def test_last_resort_cuts_a_huge_latest_output(tmp_path):
+    repo = make_repo(tmp_path / "repo", git=False)
+    (repo / "huge.txt").write_text("".join(f"line {n} " + "q" * 60 + "\n" for n in range(150)))
+    agent = new_agent(repo, [call("read_file", path="huge.txt"), "summary", "finished"],
+                      max_new_tokens=64, max_output_chars=100000)
+    base = agent.backend.count_tokens(agent.messages, agent.tools)
+    agent.config.context_window = base + 600  # one read is ~2500 tokens: more than the whole budget
+    events = drive(agent, TASK)
+    assert events[-1].reason == "done" and events[-1].final_text == "finished"
+    assert any("Cut tool outputs" in n.message for n in of(events, Notice))
+    assert agent.backend.count_tokens(agent.backend.prompts[-1], agent.tools) <= agent.config.context_window
+    tool = [m for m in agent.messages if m["role"] == "tool"][-1]
+    assert "line 0 " in tool["content"] and "line 149 " in tool["content"] and "omitted" in tool["content"]
