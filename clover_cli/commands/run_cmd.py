@@ -88,12 +88,15 @@ def run(ctx: click.Context, task, model, root, approval, max_steps, as_json, she
 def _drive(agent, task: str, as_json: bool) -> str:
     """Runs the turn, printing events; returns the TurnFinished reason."""
     from clover_cli.agent import events as ev
+    from clover_cli.agent.backends.base import ThinkSplitter
     from clover_cli.agent.prompt_files import observation
 
     out = sys.stdout
     at_line_start = True
     reason = "error"
     call_args: dict[str, str] = {}
+    markup = ThinkSplitter(open_tag="<tool_call>", close_tag="</tool_call>")
+    last_block = 0
 
     def emit(obj: dict) -> None:
         out.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
@@ -126,9 +129,13 @@ def _drive(agent, task: str, as_json: bool) -> str:
         elif isinstance(e, ev.BlockText):
             if as_json:
                 emit({"type": "block", "text": e.text, "block_index": e.block_index, "thinking": e.thinking})
-            elif not e.thinking:
-                text(e.text)
+            elif not e.thinking:  # tool-call markup is shown as the one-line summary instead
+                if e.block_index < last_block:  # a new model call: forget a call left open
+                    markup = ThinkSplitter(open_tag="<tool_call>", close_tag="</tool_call>")
+                last_block = e.block_index
+                text("".join(piece for piece, inside in markup.feed(e.text) if not inside))
         elif isinstance(e, ev.ToolCallProposed):
+            markup = ThinkSplitter(open_tag="<tool_call>", close_tag="</tool_call>")  # a fresh model step
             call_args[e.call_id] = _short(json.dumps(dict(e.arguments), ensure_ascii=False, default=str))
             if as_json:
                 emit({"type": "tool_call", "call_id": e.call_id, "name": e.name, "arguments": dict(e.arguments)})

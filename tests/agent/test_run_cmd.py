@@ -55,7 +55,7 @@ def test_run_text_mode_and_limits(tmp_path):
     spec = replay(tmp_path, ["Look: " + call("read_file", path="calc.py"), call("grep", pattern="mul"), "never"])
     p = clover("run", "look", "--model", spec, "--root", str(repo), "--max-steps", "2")
     assert p.returncode == 1
-    assert p.stdout.startswith("Look: ")
+    assert p.stdout.startswith("Look: ") and "<tool_call>" not in p.stdout  # markup shown as one line
     assert '> read_file {"path": "calc.py"} -> ok' in p.stdout and "> grep " in p.stdout
     assert "max_steps" in p.stderr
 

@@ -78,10 +78,12 @@ class ModelBackend(ABC):
 
 
 class ThinkSplitter:
-    """Splits a text stream into thinking / answer pieces at <think> and </think> tags."""
+    """Splits a text stream into inside / outside pieces at an opening and a closing tag
+    (by default <think> and </think>; tags cut between deltas are handled)."""
 
-    def __init__(self, inside: bool = False) -> None:
+    def __init__(self, inside: bool = False, open_tag: str = "<think>", close_tag: str = "</think>") -> None:
         self.inside = inside
+        self.open_tag, self.close_tag = open_tag, close_tag
         self._pending = ""
 
     def feed(self, text: str) -> list[tuple[str, bool]]:
@@ -90,7 +92,7 @@ class ThinkSplitter:
         self._pending = ""
         out: list[tuple[str, bool]] = []
         while text:
-            tag = "</think>" if self.inside else "<think>"
+            tag = self.close_tag if self.inside else self.open_tag
             k = text.find(tag)
             if k >= 0:
                 if k:
