@@ -175,9 +175,10 @@ class Agent:
                         completion = item
                     else:
                         yield item
-            except BackendError as e:
-                yield AgentError(str(e), fatal=True)
-                yield from self._finish("error", str(e), stats)
+            except Exception as e:  # BackendError, or a model bug: the session survives either way
+                msg = str(e) if isinstance(e, BackendError) else f"model call failed: {type(e).__name__}: {e}"
+                yield AgentError(msg, fatal=True)
+                yield from self._finish("error", msg, stats)
                 return
             if completion is None:
                 yield from self._finish("error", "the model backend returned nothing", stats)
@@ -322,7 +323,7 @@ class Agent:
                                             cancel=self._cancel):
                 if isinstance(item, Completion):
                     summary = parse_tool_calls(item.text).text
-        except BackendError as e:
+        except Exception as e:  # the conversation stays as it was
             yield AgentError(f"compaction failed: {e}")
             return
         before = len(self._messages)

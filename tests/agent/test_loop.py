@@ -178,6 +178,9 @@ def test_max_steps_and_long_output_truncated(tmp_path):
     events = drive(agent, "loop")
     assert events[-1].reason == "max_steps" and "2 model steps" in events[-1].final_text
     out = of(events, ToolFinished)[0].output
+    from clover_cli.agent.events import ToolOutput
+    live = "".join(e.text for e in of(events, ToolOutput) if e.call_id == of(events, ToolFinished)[0].call_id)
+    assert live.count("x") == 30000  # the shell's output streamed live, uncut
     assert len(out) < 1300 and "characters of output omitted" in out
 
 
