@@ -13,6 +13,7 @@ import re
 
 FENCE = re.compile(r"^```[\w+-]*[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$", re.S)
+BARE_HUNK = re.compile(r"^@@(?:[ \t].*)?$", re.S)  # "@@" or "@@ ... @@" without line numbers
 
 
 def unwrap(patch: str) -> str:
@@ -56,7 +57,8 @@ def fix_hunk_counts(patch: str) -> str:
     i = 0
     while i < len(lines):
         m = HUNK.match(lines[i])
-        if not m:
+        bare = m is None and BARE_HUNK.match(lines[i]) is not None and i > 0
+        if not m and not bare:
             out.append(lines[i])
             i += 1
             continue
@@ -64,14 +66,17 @@ def fix_hunk_counts(patch: str) -> str:
         body = [(" " + x if x in ("\n", "\r\n") else x) for x in lines[i + 1:end]]
         old = sum(1 for x in body if x[:1] in (" ", "-"))
         new = sum(1 for x in body if x[:1] in (" ", "+"))
-        h_old = int(m.group(2)) if m.group(2) is not None else 1
-        h_new = int(m.group(4)) if m.group(4) is not None else 1
+        if bare:  # hunks are located by content, so the numbers are only a formality
+            h_old, h_new = -1, -1
+        else:
+            h_old = int(m.group(2)) if m.group(2) is not None else 1
+            h_new = int(m.group(4)) if m.group(4) is not None else 1
         at_end = all(not x.strip() for x in lines[end:])
         header = lines[i]
         if (old, new) != (h_old, h_new) and (not at_end or (old >= h_old and new >= h_new)):
-            s_start = int(m.group(1))
-            t_start = int(m.group(3))
-            tail = m.group(5)
+            s_start = int(m.group(1)) if m else (1 if old else 0)
+            t_start = int(m.group(3)) if m else 1
+            tail = m.group(5) if m else "\n"
             header = f"@@ -{s_start},{old} +{t_start},{new} @@{tail}"
             if not header.endswith("\n"):
                 header += "\n"

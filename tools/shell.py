@@ -104,7 +104,7 @@ def run_shell(root: Path, command: str, timeout: float | None = None,
     """Run `command` with bash in `root`; returns its capped output and exit code."""
     if not command or not command.strip():
         return ToolResult(False, "empty command", {"error": "bad_arguments"})
-    limit = float(timeout) if timeout else DEFAULT_TIMEOUT
+    limit = float(timeout) if timeout and float(timeout) > 0 else DEFAULT_TIMEOUT
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "PAGER": "cat", "GIT_PAGER": "cat",
            "TERM": "dumb", "PYTHONUNBUFFERED": "1"}
     started = time.monotonic()

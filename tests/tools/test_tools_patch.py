@@ -236,3 +236,13 @@ def test_wrong_hunk_counts_from_a_model_are_repaired_not_truncated(git_repo):
     res = run_tool("apply_patch", {"patch": cut}, git_repo)
     assert not res.ok and "cut off" in res.output
     assert (git_repo / "z.txt").read_text() == "r\n"
+
+
+def test_hunk_headers_without_line_numbers(git_repo):
+    (git_repo / "a.py").write_text(BASE)
+    commit_all(git_repo)
+    patch = ("--- a/a.py\n+++ b/a.py\n@@\n def f7(x):\n-    return x + 7\n+    return x + 70\n"
+             "@@ ... @@\n def f9(x):\n-    return x + 9\n+    return x + 90\n")
+    res = run_tool("apply_patch", {"patch": patch}, git_repo)
+    assert res.ok, res.output
+    assert (git_repo / "a.py").read_text() == BASE.replace("x + 7\n", "x + 70\n").replace("x + 9\n", "x + 90\n")
