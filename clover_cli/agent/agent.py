@@ -168,6 +168,8 @@ class Agent:
             stats.steps += 1
             try:
                 yield from self._fit_context()
+                stats.context_tokens = self.backend.count_tokens(self._messages, self.tools)
+                stats.context_window = self.config.context_window or self.backend.context_window
                 completion = None
                 for item in self.backend.stream(self._messages, self.tools, max_new_tokens=cfg.max_new_tokens,
                                                 cancel=self._cancel):

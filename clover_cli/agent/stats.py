@@ -15,6 +15,8 @@ class TurnStats:
     forwards: int = 0
     decode_steps: int = 0
     model_seconds: float = 0.0
+    context_tokens: int = 0  # prompt size at the last model call
+    context_window: int = 0
     started: float = field(default_factory=time.perf_counter)
 
     def add_model(self, s: dict) -> None:
@@ -34,4 +36,5 @@ class TurnStats:
             "tpf": round(self.generated_tokens / self.decode_steps, 4) if self.decode_steps else 0.0,
             "tokens_per_second": round(self.generated_tokens / self.model_seconds, 2) if self.model_seconds else 0.0,
             "model_seconds": round(self.model_seconds, 4), "seconds": round(seconds, 4),
+            "context_tokens": self.context_tokens, "context_window": self.context_window,
         }

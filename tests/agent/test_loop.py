@@ -42,6 +42,8 @@ def test_multi_step_task_fixes_the_file(tmp_path):
     assert agent.changed_files == ["calc.py"]
     assert "-    return a - b\n+    return a + b\n" in agent.diff()
     assert end.stats["steps"] == 5 and end.stats["tool_calls"] == 4
+    assert end.stats["context_window"] == 32768
+    assert end.stats["context_tokens"] == agent.backend.count_tokens(agent.messages[:-1], agent.tools)
     text = "".join(e.text for e in of(events, BlockText) if not e.thinking)
     assert text.startswith("I will read the code first.")
     # the model saw each tool result as a tool message
