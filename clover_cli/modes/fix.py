@@ -83,13 +83,14 @@ def resolve_command(opts: FixOptions) -> list[str]:
         raise FixError(str(exc)) from None
 
 
-def run_test(opts: FixOptions, argv: list[str]) -> TestRun:
-    """Run the test once; FixError when the command cannot start or pytest finds no such test."""
+def run_test(opts: FixOptions, argv: list[str], first: bool = False) -> TestRun:
+    """Run the test once; FixError when the command cannot start or, on the first run, when
+    pytest finds no such test (later, after the agent's changes, that is just a failure)."""
     try:
         run = run_tests(argv, opts.root, opts.test_timeout)
     except TestCommandError as exc:
         raise FixError(str(exc)) from None
-    if is_pytest(argv) and run.returncode in (PYTEST_USAGE_ERROR, PYTEST_NO_TESTS):
+    if first and is_pytest(argv) and run.returncode in (PYTEST_USAGE_ERROR, PYTEST_NO_TESTS):
         last = [ln for ln in run.output.strip().splitlines() if ln.strip()]
         why = "no tests ran" if run.returncode == PYTEST_NO_TESTS else "usage error"
         raise FixError(f"pytest could not run {opts.test!r} ({why}): {last[-1] if last else ''}".rstrip(": "))
@@ -100,6 +101,12 @@ def _prompt(name: str, **values) -> str:
     from clover_cli.agent.prompt_files import render
 
     return render(name, **values)
+
+
+def _listing(paths: list[str], limit: int = 12) -> str:
+    if len(paths) <= limit:
+        return ", ".join(paths)
+    return ", ".join(paths[:limit]) + f" and {len(paths) - limit} more test files"
 
 
 def _changed_files(diff: str) -> list[str]:
@@ -122,7 +129,7 @@ def run_fix(opts: FixOptions, make_backend: Callable[[], object], *,
 
     argv = resolve_command(opts)
     command_text = " ".join(argv)
-    first = run_test(opts, argv)
+    first = run_test(opts, argv, first=True)
     if first.passed:
         return FixResult("already_passing", True, 0, argv, first.output)
 
@@ -142,7 +149,7 @@ def run_fix(opts: FixOptions, make_backend: Callable[[], object], *,
                        protected=[] if opts.allow_test_edits else protected)
     text = _prompt("fix_task.md", test=opts.test, command=command_text,
                    output=trim_output(first.output, opts.output_chars),
-                   guard=_prompt("fix_guard.md", protected=", ".join(protected)) if guard else "")
+                   guard=_prompt("fix_guard.md", protected=_listing(protected)) if guard else "")
     run = first
     try:
         for attempt in range(1, opts.attempts + 1):
@@ -158,7 +165,7 @@ def run_fix(opts: FixOptions, make_backend: Callable[[], object], *,
             run = run_test(opts, argv)
             if run.passed:
                 break
-            note = _prompt("fix_test_reverted.md", files=", ".join(reverted)) if reverted else ""
+            note = _prompt("fix_test_reverted.md", files=_listing(reverted)) if reverted else ""
             text = _prompt("fix_retry.md", attempt=attempt + 1, attempts=opts.attempts,
                            command=command_text, output=trim_output(run.output, opts.output_chars),
                            note=note)

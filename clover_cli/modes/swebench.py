@@ -179,7 +179,6 @@ def process_instance(batch: _Batch, inst: Instance) -> dict:
     tree = batch.workdir / safe_name(inst.instance_id)
     clone = None
     try:
-        clone = find_clone(opts.repos_dir, inst.repo_folder)
         if existing is not None:
             patch = existing["model_patch"]
             entry.update(status="skipped", patch_lines=_patch_lines(patch))
@@ -188,6 +187,7 @@ def process_instance(batch: _Batch, inst: Instance) -> dict:
                 if key in old:
                     entry[key] = old[key]
         else:
+            clone = find_clone(opts.repos_dir, inst.repo_folder)
             add_worktree(clone, inst.base_commit, tree)
             trace = _ListLog()
             agent = None
@@ -205,7 +205,12 @@ def process_instance(batch: _Batch, inst: Instance) -> dict:
             if "error" in entry:
                 entry["status"] = "error"
         if opts.evaluate and entry.get("status") in ("done", "skipped"):
-            entry["evaluation"] = _evaluate(batch, inst, clone, patch)
+            try:
+                clone = clone or find_clone(opts.repos_dir, inst.repo_folder)
+                entry["evaluation"] = _evaluate(batch, inst, clone, patch)
+            except Exception as exc:  # the prediction stands; only its evaluation failed
+                entry["evaluation"] = {"resolved": False, "error": f"{type(exc).__name__}: {exc}"
+                                       if not isinstance(exc, WorktreeError) else str(exc)}
     except WorktreeError as exc:
         entry.update(status="error", error=str(exc))
     except Exception as exc:  # anything else from one instance: reported, the batch goes on

@@ -109,6 +109,13 @@ def test_rerun_skips_finished_and_redo_redoes(batch):
     assert "+    return a + b" in preds["acme__alpha-1"]["model_patch"]  # kept
     assert "empty patches 1" in redo.stdout
 
+    (repos / "acme__beta").rename(tmp / "beta-moved")                  # a clone gone after the run
+    gone = clover(*common, "--model", f"replay:{idle}", "--evaluate", cwd=tmp, timeout=300)
+    assert gone.returncode == 0, gone.stdout + gone.stderr
+    entry = json.loads((tmp / "preds.report.json").read_text())["instances"]["acme__beta-1"]
+    assert entry["status"] == "skipped" and "clone not found" in entry["evaluation"]["error"]
+    assert _preds(out) == preds
+
     bad = clover("swebench", "--instances", str(tmp / "missing.jsonl"), "--output", str(out),
                  "--repos-dir", str(repos), "--model", f"replay:{idle}", cwd=tmp)
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
