@@ -10,6 +10,15 @@ _HIDDEN = (("<tool_call>", "</tool_call>"),)
 _DROPPED_TAGS = ("<think>", "</think>", "<tool_response>", "</tool_response>")
 
 
+_CONTROL_PICTURES = {c: 0x2400 + c for c in range(32) if chr(c) not in "\n\t"}
+_CONTROL_PICTURES[0x7F] = 0x2421
+
+
+def visible_controls(text: str) -> str:
+    """Control characters (except newline and tab) as their Unicode pictures (\x19 -> ␙)."""
+    return text.translate(_CONTROL_PICTURES)
+
+
 class MarkupFilter:
     """Feed deltas with `feed`, call `flush` at the end of a message."""
 
@@ -19,7 +28,7 @@ class MarkupFilter:
 
     def feed(self, delta: str) -> str:
         """Return the visible part of `delta` that is safe to show now."""
-        text = self._pending + delta
+        text = self._pending + visible_controls(delta)
         self._pending = ""
         out: list[str] = []
         while text:

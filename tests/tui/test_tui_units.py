@@ -42,6 +42,7 @@ def test_markup_filter_hides_tool_calls_split_across_deltas():
     assert shown == "Let me look.\n\nDone <b>ok</b>"
     g = MarkupFilter()
     assert g.feed("a <tool_call>{unterminated") == "a " and g.flush() == ""
+    assert MarkupFilter().feed("a\x19b\tc\n") == "a␙b\tc\n"
     h = MarkupFilter()
     assert h.feed("x</think>y<th") == "xy" and h.flush() == "<th"
 

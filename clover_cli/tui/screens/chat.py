@@ -98,6 +98,7 @@ class ChatScreen(SlashCommands, Screen):
     def on_agent_ready(self, msg: AgentReady) -> None:
         if self.agent is not None and self.agent is not msg.agent:
             self._close_agent(self.agent, keep_backend=getattr(msg.agent, "backend", None))
+        first = self.agent is None
         self.agent = msg.agent
         info = msg.info
         self.query_one("#loading").display = False
@@ -111,6 +112,9 @@ class ChatScreen(SlashCommands, Screen):
         if msg.resumed:
             self.show_history(getattr(msg.agent, "messages", []))
             self.transcript.add_notice(f"Resumed session {msg.agent.session_id}")
+        elif first:
+            self.transcript.add_notice(f"Clover in {self.options.root.name or self.options.root}. "
+                                       "Type a request (Enter sends); /help lists commands.")
         while self.queued and not self.busy:
             self.send(self.queued.pop(0))
 

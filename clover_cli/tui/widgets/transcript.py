@@ -7,7 +7,7 @@ from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
 
-from clover_cli.tui.textfilter import MarkupFilter
+from clover_cli.tui.textfilter import MarkupFilter, visible_controls
 from clover_cli.tui.widgets.messages import (AssistantMessage, NoticeLine, ThinkingBlock,
                                              UserMessage)
 from clover_cli.tui.widgets.tool_panel import ToolPanel, code_view
@@ -53,7 +53,7 @@ class Transcript(VerticalScroll):
         if thinking:
             if self._thinking is None:
                 self._thinking = self._add(ThinkingBlock())
-            self._thinking.push(text.replace("<think>", "").replace("</think>", ""))
+            self._thinking.push(visible_controls(text.replace("<think>", "").replace("</think>", "")))
             return
         if self._thinking is not None:
             self._close_thinking()
