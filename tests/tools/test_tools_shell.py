@@ -1,7 +1,6 @@
 """run_shell with real subprocesses: exit codes, timeouts that kill children, capped output."""
 from __future__ import annotations
 
-import os
 import time
 
 from clover_cli.tools.registry import run_tool
