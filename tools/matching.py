@@ -4,9 +4,12 @@ Also finds the closest lines for a failure message."""
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 
 from .textio import body
+
+TOKEN = re.compile(r"\w+|[^\w\s]")
 
 
 @dataclass(frozen=True)
@@ -84,22 +87,40 @@ def find_block(lines: list[str], block: list[str], *, exclude: list[range] = ())
     return []
 
 
+def _tokens(line: str) -> frozenset:
+    return frozenset(TOKEN.findall(line))
+
+
 def closest_lines(lines: list[str], block: list[str], context: int = 1) -> tuple[int, list[str], float]:
-    """The window of `lines` most similar to `block`: (start index, window lines, ratio)."""
+    """The window of `lines` most similar to `block`: (start index, window lines, ratio).
+
+    Windows are first scored cheaply (token-set overlap of each aligned line pair), then the
+    best few are compared character by character with difflib.
+    """
     bodies = [body(x) for x in lines]
     if not bodies or not block:
         return 0, bodies[: len(block) + context], 0.0
     m = max(1, len(block))
-    target = "\n".join(s.strip() for s in block)
-    scored = []
-    for i in range(max(1, len(bodies) - m + 1)):
-        sm = difflib.SequenceMatcher(None, "\n".join(s.strip() for s in bodies[i:i + m]), target,
-                                     autojunk=False)
-        scored.append((sm.quick_ratio(), i, sm))
-    scored.sort(key=lambda t: -t[0])
-    best_ratio, best_i = -1.0, 0
-    for _, i, sm in scored[:25]:
-        r = sm.ratio()
+    n_windows = max(1, len(bodies) - m + 1)
+    file_tokens = [_tokens(b) for b in bodies]
+    scores = [0.0] * n_windows
+    for j, want in enumerate(_tokens(b) for b in block):
+        if not want:
+            continue
+        for i in range(n_windows):
+            if i + j >= len(file_tokens):
+                break
+            have = file_tokens[i + j]
+            if have:
+                common = len(want & have)
+                if common:
+                    scores[i] += common / len(want | have)
+    best_windows = sorted(range(n_windows), key=lambda i: -scores[i])[:8]
+    target = "\n".join(x.strip() for x in block)
+    best_ratio, best_i = -1.0, best_windows[0]
+    for i in best_windows:
+        r = difflib.SequenceMatcher(None, "\n".join(x.strip() for x in bodies[i:i + m]), target,
+                                    autojunk=False).ratio()
         if r > best_ratio:
             best_ratio, best_i = r, i
     lo = max(0, best_i - context)
