@@ -44,7 +44,8 @@ def grep(root: Path, pattern: str, path: str | None = None, glob: str | None = N
                                                                 "engine": engine})
     lines = [f"{p}:{n}: {_clip(t)}" for p, n, t in matches[:MAX_MATCHES]]
     text = "\n".join(lines)
-    summary = f"[{total} matches in {nfiles} files"
+    summary = (f"[{total} match{'es' if total != 1 else ''} in {nfiles} "
+               f"file{'s' if nfiles != 1 else ''}")
     summary += f"; showing the first {MAX_MATCHES}. Narrow with `path` or `glob`.]" \
         if total > MAX_MATCHES else "]"
     return ToolResult(True, text + "\n" + summary,
