@@ -31,7 +31,7 @@ def fix(ctx: click.Context, test, test_cmd, model, root, attempts, max_steps, ma
 
     TEST is a test id (tests/test_x.py::test_y), a file, or an option expression such as
     "-k name" (put it after `--`). Changes the agent makes are checkpointed: `clover undo`
-    restores them. The test file(s) cannot be changed unless --allow-test-edits.
+    restores them, one edit per call. The test file(s) cannot be changed unless --allow-test-edits.
     """
     from pathlib import Path
 
