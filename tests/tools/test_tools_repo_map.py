@@ -17,6 +17,9 @@ from .conftest import commit_all
 SOURCE = b'''import os
 
 LIMIT = 10
+TABLE = {
+    'a': 1,
+}
 
 @decorator
 class Engine(Base):
@@ -43,12 +46,13 @@ def test_python_definitions_from_the_tree():
     tags = python_tags(SOURCE, Parser(load_language("tree_sitter_python", "language")))
     got = [(d.name, d.line, d.kind, d.text, d.parent_line) for d in tags.defs]
     assert got == [
-        ("LIMIT", 3, "constant", "LIMIT = ...", 0),
-        ("Engine", 6, "class", "class Engine(Base):", 0),
-        ("start", 8, "method", "    def start(self, fuel: int = 0) -> bool:", 6),
-        ("speed", 14, "method", "    def speed(self):", 6),
-        ("drive", 17, "function", "async def drive(car):", 0),
-        ("posix_only", 21, "function", "    def posix_only():", 0),
+        ("LIMIT", 3, "constant", "LIMIT = 10", 0),
+        ("TABLE", 4, "constant", "TABLE = ...", 0),
+        ("Engine", 9, "class", "class Engine(Base):", 0),
+        ("start", 11, "method", "    def start(self, fuel: int = 0) -> bool:", 9),
+        ("speed", 17, "method", "    def speed(self):", 9),
+        ("drive", 20, "function", "async def drive(car):", 0),
+        ("posix_only", 24, "function", "    def posix_only():", 0),
     ]
     assert tags.refs["LIMIT"] == 2 and tags.refs["start"] == 2 and "self" not in tags.refs
 
@@ -58,7 +62,7 @@ def test_generic_tags_query_agrees_with_the_python_walker():
     fast = python_tags(SOURCE, Parser(load_language("tree_sitter_python", "language")))
     generic = query_tags(SOURCE, "tree_sitter_python", "language")
     names = {d.name for d in generic.defs}
-    assert {"Engine", "start", "speed", "drive", "posix_only", "LIMIT"} <= names
+    assert {"Engine", "start", "speed", "drive", "posix_only", "LIMIT", "TABLE"} <= names
     assert "inner" in names  # the query sees nested functions too; the walker skips them
     assert {d.name for d in fast.defs} <= names
 

@@ -99,6 +99,15 @@ def _first_line(data: bytes, node) -> str:
     return text.rstrip()[:MAX_SIGNATURE]
 
 
+def _assignment(data: bytes, node) -> str:
+    """`NAME = value` when it is one short line, else `NAME = ...`."""
+    text = data[node.start_byte:node.end_byte]
+    if b"\n" not in text and len(text) <= 80:
+        return text.decode("utf-8", "replace")
+    right = node.child_by_field_name("right")
+    return _signature(data, node, right).rstrip(" =") + " = ..."
+
+
 def python_tags(data: bytes, parser) -> FileTags:
     """Definitions of a Python file from its syntax tree, plus identifier references."""
     tree = parser.parse(data)
@@ -127,8 +136,7 @@ def python_tags(data: bytes, parser) -> FileTags:
                     if left is not None and left.type == "identifier":
                         defs.append(Definition(left.text.decode("utf-8", "replace"),
                                                child.start_point[0] + 1, "constant",
-                                               _signature(data, sub, sub.child_by_field_name("right")
-                                                          or None).rstrip(" =") + " = ...", 0))
+                                               _assignment(data, sub), 0))
             elif t in PY_CONTAINERS and depth < 4:
                 visit(child, parent_line, depth + 1)
 
