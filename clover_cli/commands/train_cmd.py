@@ -14,7 +14,7 @@ def _mix(text: str) -> dict:
             out[name.strip()] = float(weight) if weight else 1.0
         except ValueError:
             raise click.BadParameter(f"bad mix entry {part!r}; expected NAME:WEIGHT") from None
-    known = {"code", "curriculum", "calls", "transcripts"}
+    known = {"code", "curriculum", "calls", "calls_sys", "transcripts"}
     if not out or not set(out) <= known:
         raise click.BadParameter(f"mix names must be among {', '.join(sorted(known))}")
     return out
@@ -46,11 +46,13 @@ def _mix(text: str) -> dict:
 @click.option("--max-minutes", default=None, type=float, help="Stop (and save) after this long.")
 @click.option("--threads", default=1, show_default=True, help="torch CPU threads.")
 @click.option("--no-eval", is_flag=True, help="Skip held-out evaluation.")
+@click.option("--make-transcripts", "make_transcripts", default=0, type=int,
+              help="Generate this many agent transcripts into --transcripts FILE and exit.")
 @click.option("--export", "export", nargs=2, default=None, metavar="SRC DEST",
               help="Export a checkpoint (run dir or model dir) to DEST in bf16, keeping DEST's README.md.")
 def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_size, grad_accum,
           lr, warmup, seed, dtype, device, mix, transcripts_file, ar_fraction, eval_every,
-          save_every, log_every, max_minutes, threads, no_eval, export):
+          save_every, log_every, max_minutes, threads, no_eval, make_transcripts, export):
     """Train the block-diffusion model (SDAR/BD3-LM objective); resumes from OUT if present."""
     if export:
         from clover_cli.engine.training.modeling import export_model
@@ -59,6 +61,15 @@ def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_
         except (FileNotFoundError, OSError, ValueError) as e:
             raise click.ClickException(str(e)) from None
         click.echo(f"exported {export[0]} -> {dest}")
+        return
+    if make_transcripts:
+        if not transcripts_file:
+            raise click.UsageError("--make-transcripts needs --transcripts FILE")
+        from clover_cli.engine.training.transcripts import generate
+        counts: dict = {}
+        for rec in generate(transcripts_file, make_transcripts, seed=seed, p_system=0.0):
+            counts[rec["split"]] = counts.get(rec["split"], 0) + 1
+        click.echo(f"wrote {transcripts_file}: {counts}")
         return
     from clover_cli.engine.training.evaluation_hooks import make_evaluator
     from clover_cli.engine.training.trainer import TrainConfig, Trainer

@@ -46,8 +46,9 @@ class CodeSource:
     """Random windows of Python source (train or eval split of the files on this machine)."""
 
     def __init__(self, tokenizer, split: str = "train", roots: list[Path] | None = None,
-                 files: list[Path] | None = None):
+                 files: list[Path] | None = None, n: int = 256):
         self.tok = tokenizer
+        self.n = n
         self.files = files if files is not None else list(corpus.python_files(roots, split=split))
         if not self.files:
             raise ValueError("no Python source files found for the code corpus")
@@ -74,8 +75,9 @@ class CodeSource:
 class PackedChatSource:
     """Packs chat examples from `make(rng)` into rows; examples longer than a row are skipped."""
 
-    def __init__(self, tokenizer, make: Callable[[random.Random], str]):
+    def __init__(self, tokenizer, make: Callable[[random.Random], str], n: int = 128):
         self.tok = tokenizer
+        self.n = n
         self.make = make
         self.eot = tokenizer.convert_tokens_to_ids("<|endoftext|>")
         self.pad = tokenizer.convert_tokens_to_ids("<|pad|>")
@@ -97,7 +99,8 @@ class PackedChatSource:
 
 
 class Mixture:
-    """Weighted mixture of sources producing [B, N] batches (ids, loss_ok, pad)."""
+    """Weighted mixture of sources; each micro-batch comes from one source, in rows of that
+    source's length `n` (about `tokens` tokens per micro-batch)."""
 
     def __init__(self, sources: dict[str, object], weights: dict[str, float], pad_id: int):
         self.sources = {k: v for k, v in sources.items() if weights.get(k, 0) > 0}
@@ -107,11 +110,11 @@ class Mixture:
         self.weights = [weights[k] for k in self.names]
         self.pad_id = pad_id
 
-    def batch(self, rng: random.Random, bsz: int, n: int
+    def batch(self, rng: random.Random, tokens: int
               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """ids [B, N] long, loss_ok [B, N] bool, pad [B, N] bool."""
-        rows = [self.sources[rng.choices(self.names, self.weights)[0]].row(rng, n)
-                for _ in range(bsz)]
+        src = self.sources[rng.choices(self.names, self.weights)[0]]
+        rows = [src.row(rng, src.n) for _ in range(max(1, tokens // src.n))]
         ids = torch.tensor([r.ids for r in rows], dtype=torch.long)
         ok = torch.tensor([r.loss_ok for r in rows], dtype=torch.bool)
         pad = ids == self.pad_id

@@ -7,6 +7,8 @@ from pathlib import Path
 
 BLOCK_SIZE = 32
 SIZES = {  # name -> Qwen3Config overrides (measured on this CPU, see docs/model.md)
+    "micro": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                  num_attention_heads=2, num_key_value_heads=1, head_dim=16),  # tests only
     "nano": dict(hidden_size=128, intermediate_size=384, num_hidden_layers=6,
                  num_attention_heads=4, num_key_value_heads=2, head_dim=32),
     "tiny": dict(hidden_size=256, intermediate_size=768, num_hidden_layers=6,
@@ -97,7 +99,7 @@ def save_checkpoint(model, tokenizer, out: Path, dtype=None, extra: dict | None 
         to_save = copy.deepcopy(model).to(dtype)
     to_save.config.dtype = str(dtype or next(model.parameters()).dtype).replace("torch.", "")
     to_save.save_pretrained(str(out), safe_serialization=True)
-    tokenizer.save_pretrained(str(out))
+    save_tokenizer(tokenizer, out)
     cfg = json.loads((out / "config.json").read_text())
     cfg["mask_token_id"] = int(model.config.mask_token_id)
     cfg["block_size"] = int(model.config.block_size)
@@ -112,6 +114,21 @@ def save_checkpoint(model, tokenizer, out: Path, dtype=None, extra: dict | None 
            "threshold": 0.95}
     (out / "generation_config.json").write_text(json.dumps(gen, indent=2) + "\n")
     del torch
+
+
+def save_tokenizer(tokenizer, out: Path) -> None:
+    """save_pretrained, plus the chat template inside tokenizer_config.json (older readers look
+    there; transformers 5 also writes chat_template.jinja) and special_tokens_map.json."""
+    from clover_cli.engine.training.tokenizer import write_special_map
+
+    out = Path(out)
+    tokenizer.save_pretrained(str(out))
+    tc_path = out / "tokenizer_config.json"
+    tc = json.loads(tc_path.read_text())
+    if tokenizer.chat_template and isinstance(tokenizer.chat_template, str):
+        tc["chat_template"] = tokenizer.chat_template
+    tc_path.write_text(json.dumps(tc, indent=2, ensure_ascii=False) + "\n")
+    write_special_map(out)
 
 
 def export_model(src: Path, dest: Path, dtype: str = "bfloat16") -> Path:

@@ -71,12 +71,14 @@ def save_hf_tokenizer(tok, out_dir: Path, model_max_length: int = 4096):
                                    if t not in ("<|im_end|>", "<|pad|>", "<|mask|>")],
         model_max_length=model_max_length, clean_up_tokenization_spaces=False)
     fast.chat_template = chat_template()
-    fast.save_pretrained(str(out_dir))
-    _write_special_map(out_dir)
+    from clover_cli.engine.training.modeling import save_tokenizer
+
+    save_tokenizer(fast, out_dir)
     return fast
 
 
-def _write_special_map(out_dir: Path) -> None:
+def write_special_map(out_dir: Path) -> None:
+    """special_tokens_map.json for readers that want it."""
     path = out_dir / "special_tokens_map.json"
     data = {"eos_token": "<|im_end|>", "pad_token": "<|pad|>", "mask_token": "<|mask|>",
             "additional_special_tokens": [t for t in SPECIAL_TOKENS

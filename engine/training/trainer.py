@@ -43,14 +43,14 @@ class TrainConfig:
     device: str = "cpu"
     block_size: int = 32
     ar_fraction: float = 0.0  # share of micro-batches with the auxiliary AR layout (block 1)
-    mix: dict = field(default_factory=lambda: {"code": 1.0, "curriculum": 0.0, "transcripts": 0.0,
-                                               "calls": 0.0})
+    mix: dict = field(default_factory=lambda: {"code": 1.0})  # source name -> weight
     log_every: int = 10
     eval_every: int = 200
     save_every: int = 200
     max_minutes: float | None = None
     threads: int | None = 1
-    transcripts_file: str | None = None  # JSONL of rendered transcripts (see transcripts.py)
+    transcripts_file: str | None = None  # JSONL of transcript records (see transcripts.py)
+    code_root: str | None = None  # train on the .py files under this dir (default: the machine's)
 
     def __post_init__(self) -> None:
         if self.seq_len % self.block_size:
@@ -108,22 +108,36 @@ def _model(cfg: TrainConfig, out: Path, tok):
     return model.to(device=cfg.device, dtype=getattr(torch, cfg.dtype))
 
 
+CHAT_LEN = {"curriculum": 128, "calls": 128, "calls_sys": 832, "transcripts": 512}
+
+
 def _sources(cfg: TrainConfig, tok, split: str = "train") -> dict:
-    from clover_cli.engine.training import curriculum, transcripts
+    """The data sources named in cfg.mix (see data.py; rows of CHAT_LEN tokens for chats)."""
+    from clover_cli.engine.training import corpus, curriculum, transcripts
 
     src: dict = {}
-    if cfg.mix.get("code", 0) > 0:
-        src["code"] = CodeSource(tok, split)
-    if cfg.mix.get("curriculum", 0) > 0:
-        src["curriculum"] = PackedChatSource(tok, lambda r: curriculum.curriculum_chat(r, tok))
-    if cfg.mix.get("calls", 0) > 0:
-        src["calls"] = PackedChatSource(tok, lambda r: transcripts.synthetic_call_chat(r, tok))
-    if cfg.mix.get("transcripts", 0) > 0:
-        pool = transcripts.load_rendered(Path(cfg.transcripts_file), split, tok) if cfg.transcripts_file \
-            else None
+    want = {k for k, w in cfg.mix.items() if w > 0}
+    if "code" in want:
+        files = list(corpus.python_files([Path(cfg.code_root)], split="all")) \
+            if cfg.code_root else None
+        src["code"] = CodeSource(tok, split, files=files, n=cfg.seq_len)
+    if "curriculum" in want:
+        src["curriculum"] = PackedChatSource(tok, lambda r: curriculum.curriculum_chat(r, tok),
+                                             CHAT_LEN["curriculum"])
+    if "calls" in want:
+        src["calls"] = PackedChatSource(tok, lambda r: transcripts.synthetic_call_chat(r, tok),
+                                        CHAT_LEN["calls"])
+    if "calls_sys" in want:
+        src["calls_sys"] = PackedChatSource(
+            tok, lambda r: transcripts.synthetic_call_chat(r, tok, p_system=1.0),
+            CHAT_LEN["calls_sys"])
+    if "transcripts" in want:
+        pool = transcripts.load_rendered(Path(cfg.transcripts_file), split, tok) \
+            if cfg.transcripts_file else []
         if not pool:
             raise ValueError("mix has transcripts but --transcripts FILE gave none for " + split)
-        src["transcripts"] = PackedChatSource(tok, lambda r: r.choice(pool))
+        src["transcripts"] = PackedChatSource(tok, lambda r: r.choice(pool),
+                                              CHAT_LEN["transcripts"])
     return src
 
 
@@ -189,14 +203,14 @@ class Trainer:
     def micro_step(self) -> tuple[float, str, int]:
         """One forward/backward on a fresh micro-batch; returns (loss, kind, tokens)."""
         cfg = self.cfg
-        ids, ok, pad = self.mix.batch(self.rng, cfg.batch_size, cfg.seq_len)  # [B, N] each
+        ids, ok, pad = self.mix.batch(self.rng, cfg.batch_size * cfg.seq_len)  # [B, N] each
         ids, ok, pad = ids.to(cfg.device), ok.to(cfg.device), pad.to(cfg.device)
         ar = self.rng.random() < cfg.ar_fraction
         loss, count = blockdiff.bd_forward_loss(
             self.model, ids, 1 if ar else cfg.block_size, self.mask_id, self.gen, loss_ok=ok,
             pad=pad, full_mask=ar)
         (loss / cfg.grad_accum).backward()
-        return float(loss), "ar" if ar else "bd", ids.numel()
+        return float(loss.detach()), "ar" if ar else "bd", ids.numel()
 
     def run(self, evaluate: Callable[["Trainer"], dict] | None = None) -> dict:
         """Train up to cfg.steps (or max_minutes); returns the last log record."""

@@ -99,6 +99,29 @@ def package_repos(roots: list[Path] | None = None, min_files: int = 3) -> list[P
     return out
 
 
+def materialize(repo: Path, cache: Path | None = None) -> Path:
+    """A standalone copy of a package tree (its .py files) outside any git work tree, so our
+    tools see it as a repository of its own (site-packages sits inside ignored .venv dirs)."""
+    import shutil
+    import tempfile
+
+    cache = Path(cache or Path(tempfile.gettempdir()) / "clover-train-repos")
+    dest = cache / repo.name
+    if (dest / ".complete").exists():
+        return dest
+    if dest.exists():
+        shutil.rmtree(dest)
+    for p in sorted(repo.rglob("*.py")):
+        if "__pycache__" in p.parts:
+            continue
+        target = dest / p.relative_to(repo)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(p, target)
+    (dest / ".complete").write_text("")
+    (dest / ".gitignore").write_text(".complete\n.gitignore\n")
+    return dest
+
+
 def repo_split(repo: Path) -> str:
     """'eval' for whole held-out repositories (about 15%), else 'train'."""
     return "eval" if corpus.is_heldout("repo:" + repo.name, percent=15) else "train"
@@ -191,7 +214,7 @@ def make_transcript(rng: random.Random, repo: Path, index: RepoIndex, p_system: 
 
 
 def generate(out_file: Path, n: int, seed: int = 0, p_system: float = 0.2,
-             repos: list[Path] | None = None) -> Iterator[dict]:
+             repos: list[Path] | None = None, cache: Path | None = None) -> Iterator[dict]:
     """Write n transcripts (JSONL) from the package repositories; yields each record."""
     rng = random.Random(seed)
     repos = repos or package_repos()
@@ -201,7 +224,7 @@ def generate(out_file: Path, n: int, seed: int = 0, p_system: float = 0.2,
     made = 0
     with open(out_file, "w", encoding="utf-8") as f:
         while made < n:
-            repo = rng.choice(repos)
+            repo = materialize(rng.choice(repos), cache)
             if repo not in indexes:
                 indexes[repo] = RepoIndex(repo)
             rec = make_transcript(rng, repo, indexes[repo], p_system)

@@ -1,0 +1,34 @@
+"""Fixtures for the model/trainer tests: the bundled tokenizer and tiny models built here."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import clover_cli
+
+BUNDLED = Path(clover_cli.__file__).parent / "bundled" / "tiny"
+
+
+@pytest.fixture(scope="session")
+def bundled_dir() -> Path:
+    if not (BUNDLED / "config.json").exists():
+        pytest.fail(f"bundled model missing at {BUNDLED}")
+    return BUNDLED
+
+
+@pytest.fixture(scope="session")
+def tok(bundled_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(bundled_dir))
+
+
+@pytest.fixture()
+def micro_model(tok):
+    import torch
+
+    from clover_cli.engine.training import modeling
+
+    torch.manual_seed(0)
+    return modeling.build_model(modeling.new_config(tok, "micro"))

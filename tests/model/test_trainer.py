@@ -1,0 +1,123 @@
+"""The trainer reduces loss on a tiny corpus, resumes, and adapts an AR checkpoint."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+CODE = '''def add(a, b):
+    return a + b
+
+
+def mul(a, b):
+    return a * b
+
+
+class Point:
+    def __init__(self, x, y):
+        self.x = x
+        self.y = y
+'''
+
+
+@pytest.fixture()
+def corpus_dir(tmp_path):
+    d = tmp_path / "src"
+    d.mkdir()
+    for i in range(3):
+        (d / f"m{i}.py").write_text(CODE)
+    return d
+
+
+def _cfg(tmp_path, corpus_dir, bundled_dir, **kw):
+    from clover_cli.engine.training.trainer import TrainConfig
+
+    base = dict(out=str(tmp_path / "run"), size="micro", tokenizer_dir=str(bundled_dir),
+                seq_len=64, batch_size=4, lr=1e-2, warmup=2, steps=30, log_every=5,
+                save_every=15, eval_every=1000, code_root=str(corpus_dir),
+                mix={"code": 1.0}, ar_fraction=0.0, threads=1)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def test_loss_goes_down_and_resume(tmp_path, corpus_dir, bundled_dir):
+    from clover_cli.engine.training.trainer import Trainer
+
+    lines: list[str] = []
+    tr = Trainer(_cfg(tmp_path, corpus_dir, bundled_dir), echo=lines.append)
+    tr.run()
+    recs = [json.loads(x) for x in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    losses = [r["loss"] for r in recs]
+    assert len(losses) == 6
+    assert losses[-1] < losses[0] - 1.0, losses
+    assert any("tok/s" in x for x in lines)
+    state = json.loads((tmp_path / "run" / "train_state.json").read_text())
+    assert state["step"] == 30
+    # resume: continues from step 30 up to 36 with the saved optimizer state
+    tr2 = Trainer(_cfg(tmp_path, corpus_dir, bundled_dir, steps=36), echo=lines.append)
+    assert tr2.step == 30
+    tr2.run()
+    assert json.loads((tmp_path / "run" / "train_state.json").read_text())["step"] == 36
+    assert any("resumed" in x for x in lines)
+
+
+def test_ar_fraction_runs_both_layouts(tmp_path, corpus_dir, bundled_dir):
+    from clover_cli.engine.training.trainer import Trainer
+
+    tr = Trainer(_cfg(tmp_path, corpus_dir, bundled_dir, steps=10, ar_fraction=0.5,
+                      mix={"code": 1.0, "curriculum": 1.0}), echo=lambda s: None)
+    rec = tr.run()
+    assert rec["loss"] is not None and rec["ar_loss"] is not None
+
+
+def test_adapt_ar_checkpoint(tmp_path, corpus_dir, bundled_dir):
+    """A random AR Qwen3 (no mask token, no block size) adapted for a few steps loads back as a
+    block-diffusion model."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Config
+    from transformers import Qwen3ForCausalLM
+
+    from clover_cli.engine.training.tokenizer import train_tokenizer
+    from clover_cli.engine.training.trainer import Trainer
+
+    ar = tmp_path / "ar"
+    raw = train_tokenizer([corpus_dir / "m0.py"], vocab_size=300)
+    fast = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<|endoftext|>")
+    ar_tok_len = len(fast)
+    cfg = Qwen3Config(vocab_size=ar_tok_len, hidden_size=32, intermediate_size=64,
+                      num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                      head_dim=16, tie_word_embeddings=True)
+    torch.manual_seed(0)
+    Qwen3ForCausalLM(cfg).save_pretrained(str(ar))
+    fast.save_pretrained(str(ar))
+    assert "mask_token_id" not in json.loads((ar / "config.json").read_text())
+
+    tr = Trainer(_cfg(tmp_path, corpus_dir, bundled_dir, tokenizer_dir=None, from_dir=str(ar),
+                      steps=6, log_every=3, save_every=6), echo=lambda s: None)
+    tr.run()
+    out = tmp_path / "run" / "model"
+    conf = json.loads((out / "config.json").read_text())
+    assert conf["block_size"] == 32 and isinstance(conf["mask_token_id"], int)
+    assert AutoConfig.from_pretrained(str(out)).mask_token_id == conf["mask_token_id"]
+    model = AutoModelForCausalLM.from_pretrained(str(out))
+    assert model.get_input_embeddings().weight.shape[0] >= conf["mask_token_id"] + 1
+    from transformers import AutoTokenizer
+    t = AutoTokenizer.from_pretrained(str(out))
+    assert t.convert_tokens_to_ids("<|mask|>") == conf["mask_token_id"]
+
+
+def test_export_to_bf16(tmp_path, corpus_dir, bundled_dir):
+    from clover_cli.engine.training.modeling import export_model
+    from clover_cli.engine.training.trainer import Trainer
+
+    Trainer(_cfg(tmp_path, corpus_dir, bundled_dir, steps=2, log_every=1, save_every=2),
+            echo=lambda s: None).run()
+    dest = tmp_path / "ship"
+    dest.mkdir()
+    (dest / "README.md").write_text("card")
+    export_model(tmp_path / "run", dest)
+    assert (dest / "README.md").read_text() == "card"
+    conf = json.loads((dest / "config.json").read_text())
+    assert conf["dtype"] == "bfloat16" and conf["block_size"] == 32
+    assert (dest / "tokenizer_config.json").exists() and (dest / "model.safetensors").exists()
