@@ -19,7 +19,7 @@ import torch
 from .config import GenerationConfig
 from .events import BlockCommitted, DenoiseStep, GenerationResult, GenerationStats
 from .processors import process_logits, repeated_block
-from .runtime import (ForwardRunner, TextStreamer, block_causal_mask, cache_length, find_stop,
+from .runtime import (ForwardRunner, TextStreamer, block_causal_mask, crop_attention, find_stop,
                       hidden_token_ids, make_cache, restore_recurrent, snapshot_recurrent)
 from .selection import select
 
@@ -41,6 +41,7 @@ class BlockDecoder:
         self.device = lm.device
         self.dtype = next(lm.model.parameters()).dtype
         self.run_forward = ForwardRunner(lm.model)
+        self.cached = 0  # positions whose keys/values (and GDN state) are in the cache
         self.streamer = TextStreamer(lm.tokenizer, hidden_token_ids(lm.tokenizer, self.eos, self.mask_id))
         self.generator = None
         if cfg.temperature > 0:
@@ -51,7 +52,7 @@ class BlockDecoder:
     def _forward(self, tokens: torch.Tensor, start: int, cache, keep: int = 0, count: bool = True):
         """Run tokens [T] at absolute positions start.. against the cache; returns logits [K, V]."""
         positions = torch.arange(start, start + tokens.numel(), device=self.device)
-        mask = block_causal_mask(positions, cache_length(cache) + tokens.numel(), self.B, self.dtype)
+        mask = block_causal_mask(positions, self.cached + tokens.numel(), self.B, self.dtype)
         return self.run_forward(tokens, positions, cache, mask, logits_to_keep=keep, count=count)
 
     def _prefill(self, cache, end: int) -> torch.Tensor | None:
@@ -62,13 +63,13 @@ class BlockDecoder:
         for c0 in range(0, end, chunk):
             c1 = min(end, c0 + chunk)
             last = self._forward(ids[c0:c1], c0, cache, keep=1, count=False)[-1]
+            self.cached = c1
         return last  # logits of position end-1 (used by shifted families)
 
     def _denoise(self, block: torch.Tensor, start: int, cache, saved) -> torch.Tensor:
         """A denoise step reads the cache and leaves it unchanged (KV cropped, GDN restored)."""
-        before = cache_length(cache)
         logits = self._forward(block, start, cache)
-        cache.crop(-(cache_length(cache) - before))
+        crop_attention(cache, block.numel())
         restore_recurrent(cache, saved)
         return logits
 
@@ -77,10 +78,12 @@ class BlockDecoder:
         runs step 0 of the next (all-masked) block. Returns (carry logits [V], next logits | None)."""
         if not with_next:
             logits = self._forward(block, start, cache, count=True)
+            self.cached += self.B
             return logits[-1], None
         masks = torch.full((self.B,), self.mask_id, device=self.device, dtype=block.dtype)
         logits = self._forward(torch.cat([block, masks]), start, cache)
-        cache.crop(-self.B)  # the next block's keys/values are not committed
+        crop_attention(cache, self.B)  # the next block's keys/values are not committed
+        self.cached += self.B
         return logits[self.B - 1], logits[self.B:]
 
     # -- the loop -------------------------------------------------------------------------

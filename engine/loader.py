@@ -187,10 +187,13 @@ def _load_directory(directory: Path, name: str, *, device: Any, dtype: Any,
     except Exception as exc:  # noqa: BLE001 - transformers raises many kinds here
         raise ModelLoadError(f"{name}: bad config for {family.hf_model_type}: {_one_line(exc)}") from None
     torch_dtype = _pick_dtype(dtype, device)
+    extra: dict[str, Any] = {}
+    if torch_dtype == torch.float64 and raw.get("num_experts"):
+        extra["experts_implementation"] = "eager"  # grouped_mm has no float64 kernel
     try:
         model, info = AutoModelForCausalLM.from_pretrained(
             str(directory), config=config, dtype=torch_dtype, output_loading_info=True,
-            local_files_only=True)
+            local_files_only=True, **extra)
     except Exception as exc:  # noqa: BLE001
         raise ModelLoadError(f"{name}: cannot load weights: {_one_line(exc)}") from None
     problems = []

@@ -30,8 +30,17 @@ def make_cache(model: Any):
     return DynamicCache(config=model.config)
 
 
-def cache_length(cache: Any) -> int:
-    return int(cache.get_seq_length())
+def crop_attention(cache: Any, tokens: int) -> None:
+    """Drop the last `tokens` keys/values of every attention layer; recurrent layers are untouched
+    (their state is put back by restore_recurrent instead)."""
+    if tokens <= 0:
+        return
+    for layer in getattr(cache, "layers", []):
+        if _is_recurrent(layer) and not hasattr(layer, "keys"):
+            continue
+        if getattr(layer, "is_initialized", True) and getattr(layer, "keys", None) is not None:
+            layer.keys = layer.keys[..., :-tokens, :]
+            layer.values = layer.values[..., :-tokens, :]
 
 
 def snapshot_recurrent(cache: Any) -> dict[int, Any] | None:

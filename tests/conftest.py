@@ -12,7 +12,7 @@ def tiny_dirs(tmp_path_factory):
     root = tmp_path_factory.mktemp("tiny")
     made = {}
     for kind, scale in [("clover", 12.0), ("fast_dllm_v2", 12.0), ("sdar", 12.0), ("ar", 1.0),
-                        ("ar_llama", 1.0)]:
+                        ("ar_llama", 1.0), ("hybrid", 12.0)]:
         made[kind] = build_tiny_checkpoint(root / kind, kind, block_size=8 if kind != "sdar" else 4,
                                            logit_scale=scale)
     return made
