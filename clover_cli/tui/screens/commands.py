@@ -36,6 +36,8 @@ class SlashCommands:
             getattr(self, f"cmd_{cmd.name}")(cmd.arg)
         except slash.SlashError as exc:
             self.error(str(exc))
+        except Exception as exc:  # never a crashed screen
+            self.error(f"/{cmd.name} failed: {error_text(exc)}")
 
     @work(thread=True, group="agent", exit_on_error=False)
     def call_agent(self, kind: str, fn: Callable[[], Any]) -> None:
