@@ -23,6 +23,8 @@ from .runtime import (ForwardRunner, TextStreamer, block_causal_mask, crop_atten
                       hidden_token_ids, make_cache, restore_recurrent, snapshot_recurrent)
 from .selection import select
 
+PREFILL_CHUNK_TOKENS = 1024  # a long prompt never needs one giant attention matrix
+
 
 class BlockDecoder:
     """One generation of a block-diffusion model. Iterate `run()` for events."""
@@ -57,7 +59,8 @@ class BlockDecoder:
 
     def _prefill(self, cache, end: int) -> torch.Tensor | None:
         """Write prompt[0:end] (whole blocks) into the cache in block-aligned chunks."""
-        chunk = self.cfg.prefill_chunk_blocks * self.B
+        blocks = self.cfg.prefill_chunk_blocks or max(1, PREFILL_CHUNK_TOKENS // self.B)
+        chunk = blocks * self.B
         last = None
         ids = torch.tensor(self.prompt[:end], device=self.device)
         for c0 in range(0, end, chunk):

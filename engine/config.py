@@ -15,7 +15,7 @@ class GenerationConfig:
     stop: tuple[str, ...] = ()
     repetition_penalty: float = 1.0  # 1.0: off
     progressive_ending: bool = False
-    prefill_chunk_blocks: int = 16  # prompt prefill chunk, in blocks
+    prefill_chunk_blocks: int | None = None  # prompt prefill chunk in blocks; None: ~1024 tokens
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
@@ -30,6 +30,6 @@ class GenerationConfig:
             raise ValueError("top_p must be in (0, 1]")
         if self.repetition_penalty < 1.0:
             raise ValueError("repetition_penalty must be >= 1.0")
-        if self.prefill_chunk_blocks < 1:
+        if self.prefill_chunk_blocks is not None and self.prefill_chunk_blocks < 1:
             raise ValueError("prefill_chunk_blocks must be >= 1")
         self.stop = tuple(self.stop)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from clover_cli.engine.runtime import block_causal_mask
-from clover_cli.engine.selection import select_reference
+from clover_cli.engine.selection import select as select_reference
 
 
 def full_logits(model, seq: list[int], block_size: int) -> torch.Tensor:

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import torch
 
-from clover_cli.engine.selection import select, select_reference
+from clover_cli.engine.selection import select
+
+select_reference = select
 
 
 def _logits(probs_top: list[float], vocab: int = 6) -> torch.Tensor:
