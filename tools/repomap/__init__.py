@@ -33,7 +33,7 @@ def _build_index(tags: dict) -> dict:
     from .rank import build_graph
     files = sorted(tags)
     graph, vocab = build_graph([{d.name for d in tags[f].defs} for f in files],
-                               [tags[f].refs for f in files])
+                               [tags[f].ref_list for f in files])
     ident_of = {name: i for i, name in enumerate(vocab)}
     defs = []  # (file index, ident index, line, text, parent_line, parent_text)
     for fi, rel in enumerate(files):
@@ -51,16 +51,20 @@ class IndexCache:
         self.path = Path(root) / ".clover" / "repomap" / "index.pickle"
 
     def load(self, signature: str) -> dict | None:
+        """The index if it was built for exactly this signature (read first, so a stale index
+        costs a few bytes of reading, not the whole file)."""
         try:
             with open(self.path, "rb") as fh:
-                blob = pickle.load(fh)
+                if pickle.load(fh) != signature:
+                    return None
+                return pickle.load(fh)
         except (OSError, EOFError, pickle.UnpicklingError, AttributeError, TypeError):
             return None
-        return blob if blob.get("signature") == signature else None
 
     def save(self, signature: str, index: dict) -> None:
-        blob = {**index, "signature": signature}
-        atomic_write(self.path, pickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL), 0o644)
+        data = (pickle.dumps(signature, protocol=pickle.HIGHEST_PROTOCOL)
+                + pickle.dumps(index, protocol=pickle.HIGHEST_PROTOCOL))
+        atomic_write(self.path, data, 0o644)
 
 
 class ResultCache:

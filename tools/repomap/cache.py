@@ -15,7 +15,7 @@ from ..textio import atomic_write
 from .languages import grammar_for, load_language
 from .tags import FileTags, python_tags, query_tags
 
-CACHE_VERSION = 5
+CACHE_VERSION = 6
 MAX_FILE_BYTES = 1_000_000
 POOL_THRESHOLD = 64  # parse in worker processes when at least this many files changed
 

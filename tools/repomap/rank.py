@@ -13,7 +13,6 @@ Implemented with numpy.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,36 +45,43 @@ def ident_multiplier(name: str, ndefs: int) -> float:
     return mul
 
 
-def build_graph(defs_by_file: list[set[str]], refs_by_file: list[dict[str, int]]) -> tuple[Graph, list[str]]:
-    """Build the graph from each file's defined names and referenced names with counts.
+def build_graph(defs_by_file: list[set[str]],
+                refs_by_file: list[dict[str, int] | tuple[list[str], object]]) -> tuple[Graph, list[str]]:
+    """Build the graph from each file's defined names and its references.
 
+    A file's references are a {name: count} dict or a (names, counts) pair of sequences.
     Returns the graph and the identifier vocabulary (index -> name).
     """
     vocab: dict[str, int] = {}
     def_ident, def_file = [], []
     for f, names in enumerate(defs_by_file):
         for name in names:
-            i = vocab.setdefault(name, len(vocab))
-            def_ident.append(i)
+            def_ident.append(vocab.setdefault(name, len(vocab)))
             def_file.append(f)
-    n_idents = len(vocab)
-    ndefs = np.bincount(np.asarray(def_ident, dtype=np.int64), minlength=n_idents).astype(np.float64)
-    sole_definer = {}
-    for i, f in zip(def_ident, def_file):
-        sole_definer[i] = f if i not in sole_definer else -1
-    mults = {name: ident_multiplier(name, int(ndefs[i])) for name, i in vocab.items()}
-    ref_file, ref_ident, ref_weight = [], [], []
+    n_idents, n_files = len(vocab), len(defs_by_file)
+    d_ident = np.asarray(def_ident, dtype=np.int64)
+    d_file = np.asarray(def_file, dtype=np.int64)
+    ndefs = np.bincount(d_ident, minlength=n_idents).astype(np.float64)  # [I]
+    sole = np.full(n_idents, -1, dtype=np.int64)  # [I] the only definer, or -1
+    one = ndefs[d_ident] == 1
+    sole[d_ident[one]] = d_file[one]
+    mults = np.array([ident_multiplier(name, int(ndefs[i])) for name, i in vocab.items()])  # [I]
+    files, idents, counts = [], [], []
     for f, refs in enumerate(refs_by_file):
-        for name in refs.keys() & vocab.keys():
-            i = vocab[name]
-            if sole_definer[i] == f:  # a file using its own definitions says nothing
-                continue
-            ref_file.append(f)
-            ref_ident.append(i)
-            ref_weight.append(mults[name] * math.sqrt(refs[name]))
-    graph = Graph(len(defs_by_file), n_idents, np.asarray(ref_file, dtype=np.int32),
-                  np.asarray(ref_ident, dtype=np.int32), np.asarray(ref_weight, dtype=np.float64),
-                  np.asarray(def_ident, dtype=np.int32), np.asarray(def_file, dtype=np.int32), ndefs)
+        count_of = refs if isinstance(refs, dict) else dict(zip(*refs))
+        common = list(count_of.keys() & vocab.keys())  # set work in C; most names define nothing
+        ids = np.fromiter((vocab[n] for n in common), np.int64, len(common))
+        c = np.fromiter((count_of[n] for n in common), np.float64, len(common))
+        keep = sole[ids] != f  # a file using its own definitions says nothing
+        idents.append(ids[keep])
+        counts.append(c[keep])
+        files.append(np.full(int(keep.sum()), f, dtype=np.int64))
+    r_ident = np.concatenate(idents) if idents else np.zeros(0, np.int64)  # [E]
+    r_count = np.concatenate(counts) if counts else np.zeros(0)  # [E]
+    r_file = np.concatenate(files) if files else np.zeros(0, np.int64)  # [E]
+    graph = Graph(n_files, n_idents, r_file.astype(np.int32), r_ident.astype(np.int32),
+                  mults[r_ident] * np.sqrt(r_count), d_ident.astype(np.int32),
+                  d_file.astype(np.int32), ndefs)
     return graph, list(vocab)
 
 
