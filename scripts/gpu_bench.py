@@ -167,13 +167,14 @@ def bench_gated_delta(T: int) -> None:
         eo, es = rms_rel(o, truth_o), rms_rel(s, truth_s)
         return max(eo / o_tol, es / s_tol), 1.0, f"out {eo:.1e} state {es:.1e} (rms vs recurrent)"
 
-    variants = [("ieee", 16), ("tf32", 16), ("ieee", 32)] if DEV.type == "cuda" else [("ieee", 16)]
-    for prec, chunk in variants:
-        def run(prec=prec, chunk=chunk):
-            return gdn_tri.chunk_gated_delta_rule_triton(*args, chunk_size=chunk,
-                                                         use_qk_l2norm=True, dot_precision=prec)
-        record("gated_delta", shape, f"triton-{prec}-c{chunk}", timed(run),
-               *check(*run(), s_tol=1e-5 if prec == "ieee" else 1e-2))
+    variants = ([("tf32x3", 16, 1e-4), ("ieee", 16, 1e-5), ("tf32", 16, 1e-2), ("tf32x3", 32, 1e-4)]
+                if DEV.type == "cuda" else [("ieee", 16, 1e-5)])
+    for prec, block_t, s_tol in variants:
+        def run(prec=prec, block_t=block_t):
+            return gdn_tri.chunk_gated_delta_rule_triton(*args, use_qk_l2norm=True,
+                                                         block_t=block_t, dot_precision=prec)
+        record("gated_delta", shape, f"triton-{prec}-c{block_t}", timed(run),
+               *check(*run(), s_tol=s_tol))
     ref = lambda: gdn_ref.chunk_gated_delta_rule_reference(*args, use_qk_l2norm=True)  # noqa: E731
     record("gated_delta", shape, "reference-chunk16", timed(ref), *check(*ref()))
     try:

@@ -177,7 +177,8 @@ def block_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
         k_block.stride(0), k_block.stride(1), k_block.stride(2),
         v_block.stride(0), v_block.stride(1), v_block.stride(2),
         out.stride(0), out.stride(1), out.stride(2),
-        SPLIT=nsplit > 1, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, DOT_PREC=dot_prec)
+        SPLIT=nsplit > 1, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, DOT_PREC=dot_prec,
+        num_warps=8 if block_m * block_d >= 64 * 128 else 4)  # 4 warps spill at 64 x 128 (sm_90)
     if nsplit > 1:
         _combine_kernel[(B * Hkv, m_tiles)](ws, lse, out, Hkv, L, D, group, nsplit,
                                             out.stride(0), out.stride(1), out.stride(2),

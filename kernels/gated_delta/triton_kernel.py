@@ -97,11 +97,15 @@ def _gated_delta_kernel(q_ptr, k_ptr, v_ptr, g_ptr, b_ptr, s0_ptr, o_ptr, sf_ptr
 
 def chunk_gated_delta_rule_triton(q, k, v, g, beta, initial_state=None, output_final_state=False,
                                   chunk_size=16, scale=None, use_qk_l2norm=False,
-                                  block_v: int | None = None, dot_precision: str = "ieee"):
+                                  block_t: int | None = None, block_v: int | None = None,
+                                  dot_precision: str | None = None, num_warps: int | None = None):
     """Triton chunked gated delta rule; same contract as the reference.
 
-    The kernel's chunk is max(chunk_size, 16) steps (tl.dot needs 16 rows); the result does not
-    depend on the chunk size beyond rounding. dot_precision "tf32" is faster on recent GPUs.
+    The kernel's chunk is block_t steps (default 16: tl.dot needs 16 rows, and larger chunks
+    spill registers on sm_90); chunk_size only matters to the reference, the result does not
+    depend on it beyond rounding. dot_precision defaults to "tf32x3" on CUDA (three tf32
+    tensor-core products, close to fp32; plain fp32 "ieee" dots spill heavily) and "ieee" in
+    the interpreter; "tf32" is the fastest and loosest.
     """
     B, T, Hk, Dk = q.shape
     Hv, Dv = v.shape[2], v.shape[3]
@@ -115,9 +119,11 @@ def chunk_gated_delta_rule_triton(q, k, v, g, beta, initial_state=None, output_f
     state_out = torch.empty(B, Hv, Dk, Dv, dtype=torch.float32, device=v.device) \
         if output_final_state else o  # placeholder pointer when not stored
     s0 = initial_state.contiguous() if initial_state is not None else o
-    bt = max(int(chunk_size), 16)
+    cuda = v.is_cuda
+    bt = block_t or 16
     if block_v is None:
-        block_v = min(next_pow2(Dv, 16), 32 if v.is_cuda else 64)
+        block_v = min(next_pow2(Dv, 16), 32 if cuda else 64)
+    dot_precision = dot_precision or ("tf32x3" if cuda else "ieee")
     grid = (B * Hv, triton.cdiv(Dv, block_v))
     _gated_delta_kernel[grid](
         q, k, v, g, beta, s0, o, state_out, T, Hv, Dk, Dv, Hv // Hk,
@@ -126,5 +132,5 @@ def chunk_gated_delta_rule_triton(q, k, v, g, beta, initial_state=None, output_f
         g.stride(0), g.stride(1), g.stride(2), o.stride(0), o.stride(1), o.stride(2),
         HAS_STATE=initial_state is not None, STORE_STATE=bool(output_final_state),
         L2NORM=bool(use_qk_l2norm), BT=bt, BK=next_pow2(Dk, 16), BV=block_v,
-        DOT_PREC=dot_precision)
+        DOT_PREC=dot_precision, num_warps=num_warps or (8 if cuda else 4))
     return o, (state_out if output_final_state else None)
