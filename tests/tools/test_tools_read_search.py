@@ -95,3 +95,19 @@ def test_grep_caps_and_skips_clover_state(plain_dir):
     assert res.details["matches"] == 501 and res.details["files"] == 2 and res.details["truncated"]
     assert "[501 matches in 2 files; showing the first 200" in res.output
     assert ".clover" not in res.output
+
+
+def test_ripgrep_and_python_agree_when_rg_is_installed(git_repo):
+    import shutil
+
+    import pytest
+
+    from clover_cli.tools.grep import _python_grep, _ripgrep
+    if shutil.which("rg") is None:
+        pytest.skip("ripgrep is not installed here; the Python engine is covered above")
+    import re
+    (git_repo / "a.py").write_text("alpha\nbeta alpha\n")
+    (git_repo / "sub").mkdir()
+    (git_repo / "sub" / "b.txt").write_text("ALPHA\n")
+    root = git_repo.resolve()
+    assert _ripgrep(root, root, "alpha", None, True) == _python_grep(root, root, re.compile("alpha", re.I), None)

@@ -159,3 +159,13 @@ def test_worker_processes_give_the_same_tags(plain_dir):
     assert set(pooled) == set(rels)
     for rel in rels:
         assert pooled[rel].defs == serial[rel].defs and pooled[rel].refs == serial[rel].refs
+
+
+def test_file_cap_keeps_focus_files(plain_dir, monkeypatch):
+    import clover_cli.tools.repomap as repomap
+    monkeypatch.setattr(repomap, "MAX_FILES", 3)
+    for i in range(6):
+        (plain_dir / f"m{i}.py").write_text(f"def function_number_{i}():\n    pass\n")
+    res = run_tool("repo_map", {"paths": ["m5.py"], "budget_tokens": 2000}, plain_dir)
+    assert res.details["files"] == 3 and "3 more source files; not mapped" in res.output
+    assert "function_number_5" in res.output and "function_number_4" not in res.output

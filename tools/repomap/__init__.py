@@ -18,6 +18,7 @@ from .render import estimate_tokens, fit
 DEFAULT_BUDGET = 1024
 FOCUS_WEIGHT = 100.0
 FOCUS_IDENT_BOOST = 10.0
+MAX_FILES = 20_000
 
 
 def _signature(stats: dict[str, tuple[int, int]]) -> str:
@@ -118,6 +119,11 @@ def repo_map(root: Path, paths: list[str] | None = None, budget_tokens: int | No
     if not rels:
         return ToolResult(True, "No source files in a language with an installed grammar.",
                           {"files": 0})
+    skipped = max(0, len(rels) - MAX_FILES)
+    if skipped:  # keep the focus files, then the rest in path order
+        def in_focus(r: str) -> bool:
+            return any(r == p or r.startswith(p.rstrip("/") + "/") for p in focus if p)
+        rels = sorted(rels, key=lambda r: not in_focus(r))[:MAX_FILES]
     tag_cache = TagCache(root)
     stats = tag_cache.stats(rels)
     sig = _signature(stats)
@@ -163,8 +169,9 @@ def repo_map(root: Path, paths: list[str] | None = None, budget_tokens: int | No
     items = [(files[defs[k][0]], defs[k][2], defs[k][3], defs[k][4], defs[k][5])
              for k in order[: budget // 3 + 10]]
     where = f"; ranked toward {', '.join(p or '.' for p in focus)}" if focus else ""
+    more = f" (the repository has {skipped} more source files; not mapped)" if skipped else ""
     header = (f"Repository map: {{shown}} definitions from {{nfiles}} of {len(files)} files"
-              f"{where}. Line numbers are for read_file.\n")
+              f"{more}{where}. Line numbers are for read_file.\n")
     text, shown = fit(items, file_order, budget - estimate_tokens(header) - 2)
     header = header.format(shown=shown, nfiles=len({it[0] for it in items[:shown]}))
     details = {"files": len(files), "definitions": shown, "tokens": estimate_tokens(header + text),
