@@ -116,7 +116,7 @@ class ChatScreen(SlashCommands, Screen):
             self.transcript.add_notice(f"Clover in {self.options.root.name or self.options.root}. "
                                        "Type a request (Enter sends); /help lists commands.")
         while self.queued and not self.busy:
-            self.send(self.queued.pop(0))
+            self.send(self.queued.pop(0), show=False)  # shown when it was typed
 
     def on_agent_failed(self, msg: AgentFailed) -> None:
         self.query_one("#loading").display = False
@@ -176,8 +176,7 @@ class ChatScreen(SlashCommands, Screen):
 
     def send(self, text: str, show: bool = True) -> None:
         """Start a turn with `text` in a worker thread."""
-        if show and (not self.transcript.children or
-                     getattr(self.transcript.children[-1], "text", None) != text):
+        if show:
             self.transcript.add_user(text)
         self.set_busy("generating")
         self._turn_clock = (time.perf_counter(), time.thread_time())
