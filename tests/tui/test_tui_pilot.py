@@ -214,3 +214,18 @@ async def test_bad_model_is_a_notice_and_model_can_be_switched(repo):
         await wait_idle(pilot)
         assert "Loaded now." in screen_text(app)
         assert "replay:ok.json" in app.chat.status.info.text()
+
+
+async def test_ctrl_c_during_approval_denies_and_cancels(repo):
+    before = (repo / "greet.py").read_bytes()
+    app = make_app(repo, [EDIT, "never reached"])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_ready(pilot)
+        await submit(pilot, "say hi instead")
+        await wait_for(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="the approval dialog")
+        await pilot.press("ctrl+c")
+        await wait_idle(pilot)
+        assert not isinstance(app.screen, ApprovalScreen)
+        assert (repo / "greet.py").read_bytes() == before
+        assert "Interrupted." in notices(app)
+        assert app.chat.agent.backend.calls == 1  # the model was not asked again
