@@ -17,6 +17,7 @@ from typing import Iterator
 import torch
 
 from .config import GenerationConfig
+from .kernel_hooks import denoise_step
 from .events import BlockCommitted, DenoiseStep, GenerationResult, GenerationStats
 from .processors import process_logits, repeated_block
 from .runtime import (ForwardRunner, TextStreamer, block_causal_mask, crop_attention, find_stop,
@@ -71,7 +72,8 @@ class BlockDecoder:
 
     def _denoise(self, block: torch.Tensor, start: int, cache, saved) -> torch.Tensor:
         """A denoise step reads the cache and leaves it unchanged (KV cropped, GDN restored)."""
-        logits = self._forward(block, start, cache)
+        with denoise_step(block.numel()):
+            logits = self._forward(block, start, cache)
         crop_attention(cache, block.numel())
         restore_recurrent(cache, saved)
         return logits

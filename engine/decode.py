@@ -13,8 +13,13 @@ from .events import GenerationResult
 class Engine:
     """Decodes token ids into token ids for one LoadedModel; not thread-safe (one generation at a time)."""
 
-    def __init__(self, lm, *, fuse_commit: bool = True):
+    def __init__(self, lm, *, fuse_commit: bool = True, use_kernels: bool | None = None):
+        """use_kernels: None installs the Triton hooks when the model is on CUDA; True forces them
+        (tests under TRITON_INTERPRET=1); False never."""
+        from .kernel_hooks import install_kernels
+
         self.lm = lm
+        self.kernels = [] if use_kernels is False else install_kernels(lm.model, force=bool(use_kernels))
         # GDN layers are causal: a fused [block ; next masks] forward would fold the masks into the
         # recurrent state, so recurrent families commit with a separate forward.
         self.fuse_commit = fuse_commit and not lm.family.recurrent

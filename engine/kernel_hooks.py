@@ -1,0 +1,98 @@
+"""Route the model's hot paths to our kernels (DESIGN.md section 2: Triton on CUDA).
+
+Two hooks, both installed only where the kernels run Triton (CUDA, or CLOVER_FORCE_TRITON=1 in
+tests under TRITON_INTERPRET=1):
+
+* attention: a registered transformers attention function. During a denoise step (flagged by
+  the decoder) the block's queries see every cached position and the whole block, which is
+  exactly `kernels.block_attention`; every other forward (prefill, commit, AR) goes to SDPA with
+  its 4-D mask.
+* gated delta rule: transformers' Qwen3-Next / Qwen3.5 GDN layers call a module-level
+  `torch_chunk_gated_delta_rule`; it is replaced by `kernels.gated_delta.chunk_gated_delta_rule`,
+  which has the same signature and never writes its input state.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import threading
+from collections import Counter
+from typing import Any
+
+_STATE = threading.local()
+CALLS: Counter = Counter()  # which path each hooked call took (for tests and `clover bench`)
+ATTENTION_NAME = "clover_block"
+GDN_MODULES = ("transformers.models.qwen3_next.modeling_qwen3_next",
+               "transformers.models.qwen3_5.modeling_qwen3_5",
+               "transformers.models.qwen3_5_moe.modeling_qwen3_5_moe")
+
+
+@contextlib.contextmanager
+def denoise_step(block_size: int):
+    """Mark the forwards inside as denoise steps over one block of `block_size` queries."""
+    _STATE.block = block_size
+    try:
+        yield
+    finally:
+        _STATE.block = 0
+
+
+def _clover_attention(module, query, key, value, attention_mask, dropout: float = 0.0,
+                      scaling: float | None = None, **kwargs):
+    """query: [B, Hq, L, D]; key, value: [B, Hkv, P + L, D] -> ([B, L, Hq, D], None)."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from clover_cli.kernels.block_attention import block_attention
+
+    L = query.shape[2]
+    if getattr(_STATE, "block", 0) == L and key.shape[2] >= L:
+        P = key.shape[2] - L
+        CALLS["block_attention"] += 1
+        out = block_attention(query, key[:, :, :P], value[:, :, :P], key[:, :, P:], value[:, :, P:],
+                              scale=scaling)  # [B, Hq, L, D]
+        return out.transpose(1, 2).contiguous(), None
+    CALLS["sdpa"] += 1
+    return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
+                                  scaling=scaling, **kwargs)
+
+
+def install_kernels(model: Any, *, force: bool = False) -> list[str]:
+    """Install the hooks when the model runs on CUDA (or `force`); returns what was installed."""
+    import torch
+    from transformers import AttentionInterface
+
+    from clover_cli.kernels._dispatch import use_triton
+
+    param = next(model.parameters())
+    if not (force or use_triton(param)):
+        return []
+    installed = []
+    AttentionInterface.register(ATTENTION_NAME, _clover_attention)
+    try:
+        model.set_attn_implementation(ATTENTION_NAME)
+        installed.append("block_attention")
+    except (ValueError, TypeError):
+        pass
+    for name in GDN_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(module, "torch_chunk_gated_delta_rule"):
+            module.torch_chunk_gated_delta_rule = _gated_delta
+            installed.append(f"gated_delta:{name.rsplit('.', 1)[-1]}")
+    del torch
+    return installed
+
+
+def _gated_delta(query, key, value, g, beta, chunk_size: int = 16, initial_state=None,
+                 output_final_state: bool = False, use_qk_l2norm_in_kernel: bool = False,
+                 cu_seqlens=None, **_ignored):
+    """transformers' call signature -> kernels.gated_delta (chunk size must divide 32)."""
+    from clover_cli.kernels.gated_delta import chunk_gated_delta_rule
+
+    CALLS["gated_delta"] += 1
+    return chunk_gated_delta_rule(query, key, value, g, beta, initial_state=initial_state,
+                                  output_final_state=output_final_state,
+                                  chunk_size=chunk_size if 32 % chunk_size == 0 else 16,
+                                  use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, cu_seqlens=cu_seqlens)
