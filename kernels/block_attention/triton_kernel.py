@@ -180,7 +180,8 @@ def block_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
         SPLIT=nsplit > 1, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, DOT_PREC=dot_prec,
         num_warps=8 if block_m * block_d >= 64 * 128 else 4)  # 4 warps spill at 64 x 128 (sm_90)
     if nsplit > 1:
-        _combine_kernel[(B * Hkv, m_tiles)](ws, lse, out, Hkv, L, D, group, nsplit,
-                                            out.stride(0), out.stride(1), out.stride(2),
-                                            BLOCK_M=block_m, BLOCK_D=block_d)
+        combine_m = 16  # memory-bound merge: small row tiles keep the fp32 accumulator small
+        _combine_kernel[(B * Hkv, triton.cdiv(R, combine_m))](
+            ws, lse, out, Hkv, L, D, group, nsplit, out.stride(0), out.stride(1), out.stride(2),
+            BLOCK_M=combine_m, BLOCK_D=block_d)
     return out
