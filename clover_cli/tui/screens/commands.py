@@ -128,6 +128,9 @@ class SlashCommands:
         view.display = not view.display
         if view.display:
             view.refresh_view()
+            if self.agent is not None and (self.status.info.block_size or 1) <= 1:
+                self.transcript.add_notice("This model has no denoise steps to show "
+                                           "(autoregressive or remote); the view stays empty.")
 
     def cmd_approval(self, arg: str) -> None:
         mode = arg.strip().lower()
