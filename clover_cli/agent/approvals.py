@@ -17,6 +17,8 @@ from typing import Literal
 
 from clover_cli.agent.prompt_files import observation
 
+from clover_cli.tools.checkpoints import ensure_private_dir
+
 SHELL_TOOLS = ("shell", "bash", "run_shell", "run_command", "run_tests", "run_test")
 # Commands that only read (read-only mode); a command qualifies when it starts with one of these.
 READ_ONLY_COMMANDS = (
@@ -101,7 +103,7 @@ class ApprovalStore:
         data = self.load()
         if key not in data[kind]:
             data[kind].append(key)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        ensure_private_dir(self.path.parent.parent)
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".approvals.")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=2)

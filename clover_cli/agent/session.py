@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from clover_cli.tools.checkpoints import ensure_private_dir
+
 
 class SessionError(ValueError):
     """A session that cannot be found or read; the message is one line for the user."""
@@ -48,6 +50,7 @@ class SessionLog:
     """Appends records to one session file (each line flushed, so a crash loses nothing written)."""
 
     def __init__(self, root: Path, session_id: str, enabled: bool = True) -> None:
+        self.root = Path(root)
         self.session_id = session_id
         self.path = sessions_dir(root) / f"{session_id}.jsonl"
         self.enabled = enabled
@@ -56,7 +59,9 @@ class SessionLog:
     def append(self, record: dict[str, Any]) -> None:
         if not self.enabled:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not self.path.parent.exists():
+            ensure_private_dir(self.root)  # .clover/ gets its .gitignore before anything lands in it
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         line = json.dumps({"t": round(time.time(), 3), **record}, ensure_ascii=False, default=str)
         if not self._checked_tail:  # a line torn by an earlier crash must not swallow this one
             self._checked_tail = True
