@@ -45,6 +45,7 @@ def _mix(text: str) -> dict:
 @click.option("--log-every", default=10, show_default=True)
 @click.option("--max-minutes", default=None, type=float, help="Stop (and save) after this long.")
 @click.option("--threads", default=1, show_default=True, help="torch CPU threads.")
+@click.option("--attn", type=click.Choice(["sdpa", "eager"]), default="sdpa", show_default=True)
 @click.option("--no-eval", is_flag=True, help="Skip held-out evaluation.")
 @click.option("--make-transcripts", "make_transcripts", default=0, type=int,
               help="Generate this many agent transcripts into --transcripts FILE and exit.")
@@ -52,7 +53,7 @@ def _mix(text: str) -> dict:
               help="Export a checkpoint (run dir or model dir) to DEST in bf16, keeping DEST's README.md.")
 def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_size, grad_accum,
           lr, warmup, seed, dtype, device, mix, transcripts_file, ar_fraction, eval_every,
-          save_every, log_every, max_minutes, threads, no_eval, make_transcripts, export):
+          save_every, log_every, max_minutes, threads, attn, no_eval, make_transcripts, export):
     """Train the block-diffusion model (SDAR/BD3-LM objective); resumes from OUT if present."""
     if export:
         from clover_cli.engine.training.modeling import export_model
@@ -80,7 +81,7 @@ def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_
                           grad_accum=grad_accum, lr=lr, warmup=warmup, steps=steps, seed=seed,
                           dtype=dtype, device=device, mix=_mix(mix), ar_fraction=ar_fraction,
                           log_every=log_every, eval_every=eval_every, save_every=save_every,
-                          max_minutes=max_minutes, threads=threads,
+                          max_minutes=max_minutes, threads=threads, attn=attn,
                           transcripts_file=transcripts_file)
         trainer = Trainer(cfg, echo=lambda s: click.echo(s))
     except ValueError as e:

@@ -51,24 +51,25 @@ def mark_diffusion(cfg, mask_token_id: int, block_size: int = BLOCK_SIZE) -> Non
     cfg.architectures = ["Qwen3ForCausalLM"]
 
 
-def build_model(cfg, dtype=None):
-    """A randomly initialised Qwen3ForCausalLM (eager attention: exact with a float mask)."""
+def build_model(cfg, dtype=None, attn: str = "sdpa"):
+    """A randomly initialised Qwen3ForCausalLM. `attn` is "sdpa" (2-5x faster on CPU here) or
+    "eager"; both are exact with our float additive 4-D mask (tests/model/test_blockdiff_mask)."""
     import torch
     from transformers import Qwen3ForCausalLM
 
-    cfg._attn_implementation = "eager"
+    cfg._attn_implementation = attn
     model = Qwen3ForCausalLM(cfg)
     return model.to(dtype or torch.float32)
 
 
-def adapt_from_ar(src: Path, tokenizer, block_size: int = BLOCK_SIZE):
+def adapt_from_ar(src: Path, tokenizer, block_size: int = BLOCK_SIZE, attn: str = "sdpa"):
     """Load an AR checkpoint (`--from DIR`) and turn it into a block-diffusion model: add the
     mask token to the vocabulary when the tokenizer needed it, set mask_token_id/block_size."""
     import torch
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(str(src), dtype=torch.float32,
-                                                 attn_implementation="eager")
+                                                 attn_implementation=attn)
     if len(tokenizer) > model.get_input_embeddings().weight.shape[0]:
         model.resize_token_embeddings(len(tokenizer))
     mark_diffusion(model.config, tokenizer.convert_tokens_to_ids("<|mask|>"), block_size)

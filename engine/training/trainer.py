@@ -49,12 +49,15 @@ class TrainConfig:
     save_every: int = 200
     max_minutes: float | None = None
     threads: int | None = 1
+    attn: str = "sdpa"  # "sdpa" | "eager" (both exact with the float mask)
     transcripts_file: str | None = None  # JSONL of transcript records (see transcripts.py)
     code_root: str | None = None  # train on the .py files under this dir (default: the machine's)
 
     def __post_init__(self) -> None:
         if self.seq_len % self.block_size:
             raise ValueError("seq_len must be a multiple of block_size")
+        if self.attn not in ("sdpa", "eager"):
+            raise ValueError("attn must be sdpa or eager")
         if self.dtype not in ("float32", "bfloat16"):
             raise ValueError("dtype must be float32 or bfloat16")
         if not 0.0 <= self.ar_fraction <= 1.0:
@@ -100,11 +103,12 @@ def _model(cfg: TrainConfig, out: Path, tok):
 
     if (out / "model" / "config.json").exists():
         model = AutoModelForCausalLM.from_pretrained(str(out / "model"), dtype=torch.float32,
-                                                     attn_implementation="eager")
+                                                     attn_implementation=cfg.attn)
     elif cfg.from_dir:
-        model = modeling.adapt_from_ar(Path(cfg.from_dir), tok, cfg.block_size)
+        model = modeling.adapt_from_ar(Path(cfg.from_dir), tok, cfg.block_size, cfg.attn)
     else:
-        model = modeling.build_model(modeling.new_config(tok, cfg.size, block_size=cfg.block_size))
+        model = modeling.build_model(modeling.new_config(tok, cfg.size, block_size=cfg.block_size),
+                                     attn=cfg.attn)
     return model.to(device=cfg.device, dtype=getattr(torch, cfg.dtype))
 
 

@@ -2,6 +2,7 @@
 backend it reproduces the inference view (clean earlier blocks + one noisy block)."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 from clover_cli.engine.training import blockdiff
@@ -35,7 +36,9 @@ def _logits(model, ids, mask4, pos=None):
     return model(input_ids=ids, attention_mask=mask4, position_ids=pos, use_cache=False).logits
 
 
-def test_noisy_half_equals_inference_view(micro_model):
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+def test_noisy_half_equals_inference_view(micro_model, attn):
+    micro_model.config._attn_implementation = attn
     torch.manual_seed(1)
     n, bs, mask_id = 12, 4, micro_model.config.mask_token_id
     clean = torch.randint(20, 4000, (1, n))
