@@ -111,6 +111,6 @@ def _ripgrep(root: Path, sub: Path, pattern: str, glob: str | None, ignore_case:
         total += 1
         files.add(rel)
         if len(matches) < MAX_MATCHES:
-            matches.append((rel, data["line_number"], data["lines"].get("text", "")))
+            matches.append((rel, data["line_number"], data["lines"].get("text", "").rstrip("\r\n")))
     matches.sort(key=lambda m: (m[0], m[1]))
     return matches, total, len(files)
