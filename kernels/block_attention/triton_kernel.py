@@ -22,12 +22,16 @@ LOG2E = 1.4426950408889634
 
 
 @triton.jit
-def _attend_tile(acc, m_i, l_i, q, k_ptrs, v_ptrs, n_ok, qk_scale, DOT_PREC: tl.constexpr):
-    """Fold one tile of keys/values into the running (acc, max, sum) of the online softmax."""
+def _attend_tile(acc, m_i, l_i, q, k_ptrs, v_ptrs, n_ok, allowed, qk_scale,
+                 DOT_PREC: tl.constexpr):
+    """Fold one tile of keys/values into the running (acc, max, sum) of the online softmax.
+
+    n_ok [BLOCK_N]: keys that exist; allowed [BLOCK_M, BLOCK_N]: pairs that may attend.
+    """
     k = tl.load(k_ptrs, mask=n_ok[:, None], other=0.0)  # [BLOCK_N, BLOCK_D]
     v = tl.load(v_ptrs, mask=n_ok[:, None], other=0.0)
     s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC) * qk_scale  # [BLOCK_M, BLOCK_N], log2
-    s = tl.where(n_ok[None, :], s, float("-inf"))
+    s = tl.where(allowed, s, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(s, 1))
     alpha = tl.exp2(m_i - m_new)
     p = tl.exp2(s - m_new[:, None])
@@ -38,7 +42,7 @@ def _attend_tile(acc, m_i, l_i, q, k_ptrs, v_ptrs, n_ok, qk_scale, DOT_PREC: tl.
 
 @triton.jit
 def _block_attention_kernel(q_ptr, kc_ptr, vc_ptr, kb_ptr, vb_ptr, o_ptr, ws_ptr, lse_ptr,
-                            Hkv, L, P, D, group, split_len, nsplit, qk_scale,
+                            Hkv, L, P, D, group, split_len, nsplit, block_size, qk_scale,
                             sq_b, sq_h, sq_l, skc_b, skc_h, skc_p, svc_b, svc_h, svc_p,
                             skb_b, skb_h, skb_l, svb_b, svb_h, svb_l, so_b, so_h, so_l,
                             SPLIT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -67,19 +71,22 @@ def _block_attention_kernel(q_ptr, kc_ptr, vc_ptr, kb_ptr, vb_ptr, o_ptr, ws_ptr
     p_stop = tl.minimum(p_start + split_len, P)
     for n0 in range(p_start, p_stop, BLOCK_N):
         n = n0 + cols
+        n_ok = n < p_stop
         acc, m_i, l_i = _attend_tile(acc, m_i, l_i, q,
                                      kc_base + n[:, None] * skc_p + dims[None, :],
                                      vc_base + n[:, None] * svc_p + dims[None, :],
-                                     n < p_stop, qk_scale, DOT_PREC)
+                                     n_ok, n_ok[None, :], qk_scale, DOT_PREC)
     kb_base = kb_ptr + b * skb_b + hk * skb_h
     vb_base = vb_ptr + b * svb_b + hk * svb_h
     block_len = tl.where(split == 0, L, 0)  # the first split also reads the block itself
     for n0 in range(0, block_len, BLOCK_N):
         n = n0 + cols
+        n_ok = n < L
+        allowed = n_ok[None, :] & ((n // block_size)[None, :] <= (pos // block_size)[:, None])
         acc, m_i, l_i = _attend_tile(acc, m_i, l_i, q,
                                      kb_base + n[:, None] * skb_l + dims[None, :],
                                      vb_base + n[:, None] * svb_l + dims[None, :],
-                                     n < L, qk_scale, DOT_PREC)
+                                     n_ok, allowed, qk_scale, DOT_PREC)
     has = l_i > 0
     out = acc / tl.where(has, l_i, 1.0)[:, None]
     if SPLIT:
@@ -136,7 +143,8 @@ def _auto_splits(programs: int, P: int, block_n: int, device: torch.device) -> i
 
 def block_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                            k_block: torch.Tensor, v_block: torch.Tensor,
-                           scale: float | None = None, block_n: int | None = None,
+                           scale: float | None = None, block_size: int | None = None,
+                           block_n: int | None = None,
                            num_splits: int | None = None) -> torch.Tensor:
     """Triton block attention; same contract as the reference. q: [B, Hq, L, D].
 
@@ -170,7 +178,7 @@ def block_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
     dot_prec = "ieee" if dtype == torch.float32 else "tf32"
     _block_attention_kernel[(B * Hkv, m_tiles, nsplit)](
         q, k_cache, v_cache, k_block, v_block, out, ws, lse, Hkv, L, P, D, group, split_len,
-        nsplit, scale * LOG2E,
+        nsplit, block_size or max(L, 1), scale * LOG2E,
         q.stride(0), q.stride(1), q.stride(2),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),

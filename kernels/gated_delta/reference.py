@@ -113,5 +113,5 @@ def chunk_gated_delta_rule_reference(q, k, v, g, beta, initial_state=None,
         u = u0[:, :, i] - w[:, :, i] @ S  # [B, H, C, Dv]
         o[:, :, i] = q_dec[:, :, i] @ S + attn[:, :, i] @ u
         S = S * G[:, :, i, -1].exp()[..., None, None] + k_dec[:, :, i].transpose(-1, -2) @ u
-    o = o.reshape(B, H, n * C, -1)[:, :, :T]
+    o = o.reshape(B, H, n * C, v.shape[-1])[:, :, :T]
     return o.transpose(1, 2).contiguous().to(out_dtype), (S if output_final_state else None)

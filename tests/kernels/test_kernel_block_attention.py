@@ -15,8 +15,8 @@ def _inputs(B, Hq, Hkv, L, P, D, seed, dtype=torch.float32):
     return tuple(t.to(dtype) for t in (q, kc, vc, kb, vb))
 
 
-def _naive(q, kc, vc, kb, vb, scale):
-    """One query at a time: scores over every cached and block key, softmax, weighted sum."""
+def _naive(q, kc, vc, kb, vb, scale, block_size=None):
+    """One query at a time: scores over every visible cached and block key, softmax, sum."""
     B, Hq, L, D = q.shape
     group = Hq // kb.shape[1]
     out = torch.zeros(B, Hq, L, D, dtype=torch.float64)
@@ -24,8 +24,11 @@ def _naive(q, kc, vc, kb, vb, scale):
         for h in range(Hq):
             keys = torch.cat([kc[b, h // group], kb[b, h // group]]).double()  # [P+L, D]
             vals = torch.cat([vc[b, h // group], vb[b, h // group]]).double()
+            P = kc.shape[2]
             for i in range(L):
-                w = [math.exp(scale * float(q[b, h, i].double() @ key)) for key in keys]
+                w = [math.exp(scale * float(q[b, h, i].double() @ key))
+                     if block_size is None or j < P or (j - P) // block_size <= i // block_size
+                     else 0.0 for j, key in enumerate(keys)]
                 total = sum(w)
                 out[b, h, i] = sum(wj / total * vj for wj, vj in zip(w, vals))
     return out
@@ -103,3 +106,25 @@ def test_mismatched_heads_raise_a_clear_error():
     q, kc, vc, kb, vb = _inputs(1, 3, 2, 4, 2, 8, seed=1)
     with pytest.raises(ValueError, match="cache"):
         block_attention(q, kc, vc, kb, vb)
+
+
+@pytest.mark.parametrize("L,P,block_size", [pytest.param(20, 6, 8, id="L20-P6-bs8"),
+                                            pytest.param(7, 0, 3, id="L7-P0-bs3")])
+def test_block_causal_reference_matches_naive_loop(L, P, block_size, rms_rel):
+    x = _inputs(1, 2, 1, L, P, 8, seed=L)
+    got = block_attention_reference(*x, block_size=block_size)
+    assert rms_rel(got, _naive(*x, scale=8 ** -0.5, block_size=block_size)) < 1e-6
+
+
+@pytest.mark.parametrize("L,P,block_size,splits", [
+    pytest.param(80, 33, 32, 2, id="L80-P33-bs32-2splits"),
+    pytest.param(33, 0, 16, 1, id="L33-P0-bs16"),
+])
+def test_block_causal_triton_matches_reference_and_is_causal(L, P, block_size, splits, rms_rel):
+    from clover_cli.kernels.block_attention.triton_kernel import block_attention_triton
+    q, kc, vc, kb, vb = _inputs(1, 4, 2, L, P, 16, seed=P + 1)
+    got = block_attention_triton(q, kc, vc, kb, vb, block_size=block_size, num_splits=splits)
+    assert rms_rel(got, block_attention_reference(q, kc, vc, kb, vb, block_size=block_size)) < 1e-5
+    first = slice(0, block_size)  # the first block alone gives the same answer: later blocks unseen
+    alone = block_attention_triton(q[:, :, first], kc, vc, kb[:, :, first], vb[:, :, first])
+    assert rms_rel(got[:, :, first], alone) < 1e-5
