@@ -25,15 +25,23 @@ def parse_call(text: str) -> tuple[str, dict] | None:
         return None
 
 
-def call_prompts(tok, n: int, seed: int, records: list[dict] | None = None) -> list[tuple]:
-    """(prompt text, expected tool, expected args) for synthetic names or held-out records."""
+def call_prompts(tok, n: int, seed: int, records: list[dict] | None = None,
+                 with_tools: bool | None = None) -> list[tuple]:
+    """(prompt text, expected tool, expected args) for synthetic names or held-out records.
+
+    with_tools: None = as recorded; True = the agent's system prompt and tool schemas in front
+    (what `clover run` sends); False = no system section."""
     rng = random.Random(seed)
     out = []
     for i in range(n):
         if records:
             rec = records[i % len(records)]
-            msgs = rec["messages"][:-3]
-            tools = transcripts.agent_prefix()[1] if rec.get("with_tools") else None
+            msgs = [m for m in rec["messages"][:-3] if m["role"] != "system"]
+            use = rec.get("with_tools") if with_tools is None else with_tools
+            tools = None
+            if use:
+                sys_text, tools = transcripts.agent_prefix()
+                msgs = [{"role": "system", "content": sys_text}] + msgs
             out.append((tok.apply_chat_template(msgs, tools=tools, add_generation_prompt=True,
                                                 tokenize=False), rec["tool"], rec["arguments"]))
             continue
@@ -105,3 +113,38 @@ def make_evaluator(trainer, n_code_rows: int = 8, n_calls: int = 20):
         return res
 
     return evaluate
+
+
+def evaluate_dir(model_dir: str, transcripts_file: str, n: int = 30, seed: int = 0) -> dict:
+    """Measured numbers for a model card: held-out call accuracy/TPF with and without the agent
+    prefix, synthetic-name call accuracy, pure copy, held-out code and transcript loss."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from clover_cli.engine.training.trainer import heldout_loss
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32,
+                                                 attn_implementation="sdpa").eval()
+    bs, mask_id = int(model.config.block_size), int(model.config.mask_token_id)
+    recs = transcripts.load_records(Path(transcripts_file), "eval")
+    random.Random(seed).shuffle(recs)
+    recs = recs[:n]
+    code_rows = list(fixed_batches(CodeSource(tok, "eval"), 16, 256, seed=7))
+    res = {"n": len(recs), "repos": sorted({r["repo"] for r in recs}),
+           "code_loss": heldout_loss(model, code_rows, bs, mask_id),
+           "transcript_loss": heldout_loss(
+               model, [chat_example(tok, transcripts.render(tok, r)) for r in recs], bs, mask_id),
+           "copy": copy_accuracy(model, tok, n, 99, bs)}
+    for key, wt in (("heldout", False), ("heldout_agent_prefix", True)):
+        res.update({f"{key}_{k}": v for k, v in call_accuracy(
+            model, tok, call_prompts(tok, len(recs), 0, recs, with_tools=wt), bs).items()})
+    res.update({"synth_" + k: v for k, v in
+                call_accuracy(model, tok, call_prompts(tok, n, 4242), bs).items()})
+    return res
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import sys
+    print(json.dumps(evaluate_dir(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3
+                                  else 30), indent=2))
