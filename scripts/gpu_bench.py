@@ -203,7 +203,8 @@ def main() -> int:
         err = "-" if r["error"] is None else f"{r['error']:.1e}"
         ok = "-" if r["ok"] is None else ("yes" if r["ok"] else "NO")
         print(f"{r['op']:<16}{r['shape']:<34}{r['impl']:<20}{ms:>10}{err:>11}  {ok}  {r['note']}")
-    doc = dict(device=torch.cuda.get_device_name(DEV) if DEV.type == "cuda" else "cpu (interpreter)",
+    name = torch.cuda.get_device_name(DEV) if DEV.type == "cuda" else "cpu (interpreter)"
+    doc = dict(device=name,
                dry_run=ARGS.dry_run, reps=REPS, torch=torch.__version__,
                triton=__import__("triton").__version__, rows=ROWS)
     text = json.dumps(doc, indent=1)

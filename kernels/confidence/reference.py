@@ -4,7 +4,8 @@ from __future__ import annotations
 import torch
 
 
-def token_confidence(logits: torch.Tensor, temperature: float = 0.0, mask_token_id: int | None = None,
+def token_confidence(logits: torch.Tensor, temperature: float = 0.0,
+                     mask_token_id: int | None = None,
                      generator: torch.Generator | None = None,
                      top_p: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-position prediction and its confidence.

@@ -90,8 +90,8 @@ def _num_splits(rows: int, vocab: int, block_v: int, device: torch.device) -> in
 
 
 def select_commits_triton(logits: torch.Tensor, masked: torch.Tensor, threshold: float,
-                          mask_token_id: int | None = None,
-                          block_v: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                          mask_token_id: int | None = None, block_v: int | None = None,
+                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Greedy select_commits with the two Triton passes. logits: [B, L, V]; masked: bool [B, L]."""
     B, L, V = logits.shape
     if logits.stride(-1) != 1:

@@ -29,7 +29,8 @@ def chunk_gated_delta_rule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g:
     if use_qk_l2norm_in_kernel is not None:
         use_qk_l2norm = use_qk_l2norm_in_kernel
     if cu_seqlens is not None:
-        raise ValueError("chunk_gated_delta_rule: variable-length batches (cu_seqlens) are not supported")
+        raise ValueError("chunk_gated_delta_rule: variable-length batches (cu_seqlens) are "
+                         "not supported")
     if chunk_size < 1 or 32 % chunk_size:
         raise ValueError(f"chunk_gated_delta_rule: chunk_size {chunk_size} does not divide 32")
     if use_triton(q, v):

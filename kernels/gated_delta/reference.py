@@ -82,7 +82,8 @@ def chunk_gated_delta_rule_reference(q, k, v, g, beta, initial_state=None,
 
     Inside a chunk of C steps with cumulative log decay G_r and chunk-start state S0:
     (I + A) U = diag(beta) (V - diag(e^G) K S0), A[r, s] = beta_r e^{G_r - G_s} k_r.k_s (s < r);
-    O = diag(e^G) Q S0 + (Q K^T * e^{G_r - G_s} * [s <= r]) U;  S_C = e^{G_C} S0 + (e^{G_C - G} K)^T U.
+    O = diag(e^G) Q S0 + (Q K^T * e^{G_r - G_s} * [s <= r]) U;
+    S_C = e^{G_C} S0 + (e^{G_C - G} K)^T U.
     Returns (o: [B, T, Hv, Dv] in q's dtype, final state float32 or None).
     """
     out_dtype = q.dtype

@@ -8,7 +8,8 @@ self-contained kernel: a program owns one (batch, value head, slice of value dim
 chunks in order, keeping the [Dk, BV] state slice in registers. Value dims are independent in
 the delta rule, so slices need no communication. Per chunk of BT steps (cumulative log decay G):
 
-    A    = strict_lower(beta_r e^{G_r - G_s} k_r . k_s),     Tinv = (I + A)^{-1} (forward substitution)
+    A    = strict_lower(beta_r e^{G_r - G_s} k_r . k_s)
+    Tinv = (I + A)^{-1}   (forward substitution)
     W    = Tinv (beta e^G k),   U = Tinv (beta v) - W S
     O    = (e^G q) S + (lower(q k^T e^{G_r - G_s})) U
     S    = e^{G_last} S + (e^{G_last - G} k)^T U
@@ -71,7 +72,8 @@ def _gated_delta_kernel(q_ptr, k_ptr, v_ptr, g_ptr, b_ptr, s0_ptr, o_ptr, sf_ptr
         qc = qc * scale
         G = tl.cumsum(gc, 0)  # [BT]; padded steps add 0, so G[-1] is the last real step's
         G_last = tl.sum(gc, 0)
-        gap = tl.where(lower, tl.exp(tl.where(lower, G[:, None] - G[None, :], 0.0)), 0.0)  # [BT, BT]
+        # gap: [BT, BT] = e^{G_r - G_s} on and below the diagonal, 0 above (no overflow)
+        gap = tl.where(lower, tl.exp(tl.where(lower, G[:, None] - G[None, :], 0.0)), 0.0)
         kk = tl.dot(kc, tl.trans(kc), input_precision=DOT_PREC)
         Tinv = tl.where(strict, -(bc[:, None] * kk * gap), 0.0)
         for i in range(1, BT):  # forward substitution, row i uses the finished rows < i

@@ -1,4 +1,4 @@
-"""block_attention: reference against a naive loop; Triton kernel (interpreted) against reference."""
+"""block_attention: reference vs a naive loop; Triton kernel (interpreted) vs the reference."""
 import math
 
 import pytest
