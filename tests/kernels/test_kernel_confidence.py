@@ -1,4 +1,5 @@
 """select_commits: the Triton kernel (interpreted) against the reference, and the decoding rule."""
+import math
 import sys
 
 import pytest
@@ -32,6 +33,42 @@ def test_triton_matches_reference(B, L, V, dtype, mask_id):
     assert torch.equal(tok, r_tok)
     assert torch.allclose(conf, r_conf, rtol=1e-5, atol=1e-7)
     assert torch.equal(commit, commit_mask(conf, masked, 0.3))
+
+
+def _naive_select(logits, masked, threshold, mask_id):
+    """Row by row in Python floats: softmax without the mask token, argmax, threshold, fallback."""
+    B, L, V = logits.shape
+    tokens, confs, commits = [], [], []
+    for b in range(B):
+        row_tok, row_conf = [], []
+        for i in range(L):
+            xs = [float(x) for x in logits[b, i]]
+            vocab = [j for j in range(V) if j != mask_id]
+            top = max(xs[j] for j in vocab)
+            total = sum(math.exp(xs[j] - top) for j in vocab)
+            best = next(j for j in vocab if xs[j] == top)
+            row_tok.append(best)
+            row_conf.append(1.0 / total)
+        passed = [bool(masked[b, i]) and row_conf[i] > threshold for i in range(L)]
+        if not any(passed) and bool(masked[b].any()):
+            pick = max((i for i in range(L) if masked[b, i]), key=lambda i: (row_conf[i], -i))
+            passed[pick] = True
+        tokens.append(row_tok)
+        confs.append(row_conf)
+        commits.append(passed)
+    return tokens, confs, commits
+
+
+def test_reference_matches_naive_loop():
+    gen = torch.Generator().manual_seed(21)
+    logits = torch.randn(3, 9, 40, generator=gen) * 2
+    logits[0, 3, 5] = 30.0  # the mask token's logit is the largest here
+    masked = torch.rand(3, 9, generator=gen) > 0.4
+    masked[2] = False
+    tok, conf, commit = select_commits_reference(logits, masked, 0.2, mask_token_id=5)
+    n_tok, n_conf, n_commit = _naive_select(logits, masked, 0.2, 5)
+    assert tok.tolist() == n_tok and commit.tolist() == n_commit
+    assert torch.allclose(conf, torch.tensor(n_conf), atol=1e-6)
 
 
 def test_triton_reads_a_strided_slice_of_logits():
