@@ -66,18 +66,19 @@ def headless_turn(spec: str, root: Path) -> dict:
 def tui_turns(spec: str, root: Path, perf: Path, turns: int, denoise: bool) -> list[dict]:
     """`turns` turns in the real clover in tmux; returns the TUI's per-turn records."""
     session = f"clover-perf-{uuid.uuid4().hex[:8]}"
+    tmux = ["tmux", "-L", session]  # a private tmux server per run
     clover = Path(sys.executable).parent / "clover"
     perf.unlink(missing_ok=True)
     cmd = (f"cd {root} && env CLOVER_TUI_PERF={perf} {clover} --model {spec} --root {root} "
            f"--approval read-only; sleep 5")
-    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "80", "-y", "24", cmd], check=True)
+    subprocess.run([*tmux, "new-session", "-d", "-s", session, "-x", "80", "-y", "24", cmd], check=True)
 
     def screen() -> str:
-        return subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True,
+        return subprocess.run([*tmux, "capture-pane", "-p", "-t", session], capture_output=True,
                               text=True).stdout
 
     def keys(*k: str) -> None:
-        subprocess.run(["tmux", "send-keys", "-t", session, *k], check=True)
+        subprocess.run([*tmux, "send-keys", "-t", session, *k], check=True)
 
     try:
         while "Type a request" not in screen():
@@ -92,7 +93,7 @@ def tui_turns(spec: str, root: Path, perf: Path, turns: int, denoise: bool) -> l
                 time.sleep(0.5)
         return [json.loads(line) for line in perf.read_text().splitlines()]
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        subprocess.run([*tmux, "kill-server"], capture_output=True)
 
 
 def main() -> None:

@@ -25,8 +25,11 @@ BUNDLED = Path(clover_cli.__file__).parent / "bundled" / "tiny"
 MODEL = "tiny" if any(BUNDLED.glob("*.safetensors")) else "random"
 
 
+SOCKET = f"clover-test-{uuid.uuid4().hex[:8]}"  # a private tmux server, isolated from others
+
+
 def tmux(*args: str) -> str:
-    return subprocess.run(["tmux", *args], check=True, capture_output=True, text=True).stdout
+    return subprocess.run(["tmux", "-L", SOCKET, *args], check=True, capture_output=True, text=True).stdout
 
 
 def wait_screen(session: str, pattern: str, timeout: float) -> str:
@@ -85,4 +88,4 @@ def test_clover_in_tmux_answers_a_prompt(tmp_path, repo, model):
         perf = [json.loads(line) for line in (tmp_path / "perf.jsonl").read_text().splitlines()]
         assert perf and perf[0]["wall_s"] > 0
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        subprocess.run(["tmux", "-L", SOCKET, "kill-server"], capture_output=True)
