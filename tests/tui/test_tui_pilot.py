@@ -229,3 +229,17 @@ async def test_ctrl_c_during_approval_denies_and_cancels(repo):
         assert (repo / "greet.py").read_bytes() == before
         assert "Interrupted." in notices(app)
         assert app.chat.agent.backend.calls == 1  # the model was not asked again
+
+
+async def test_failed_model_switch_keeps_the_loaded_model(repo):
+    app = make_app(repo, ["still here"])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_ready(pilot)
+        agent = app.chat.agent
+        await submit(pilot, "/model replay:/no/such/file.json")
+        await wait_ready(pilot)
+        assert app.chat.agent is agent and "not found" in notices(app)[-1]
+        assert app.chat.options.model.endswith("script.json")
+        await submit(pilot, "still there?")
+        await wait_idle(pilot)
+        assert "still here" in screen_text(app)

@@ -38,6 +38,7 @@ class ChatScreen(SlashCommands, Screen):
         self.queued: list[str] = []  # prompts typed while the model was loading
         self.approval: tuple[ev.ApprovalRequested, ApprovalScreen] | None = None
         self.last_perf: dict[str, float] = {}
+        self.options_before_switch: SessionOptions | None = None  # restored if /model fails
         self._quit_armed_until = 0.0
         self._turn_clock: tuple[float, float] | None = None
 
@@ -100,6 +101,7 @@ class ChatScreen(SlashCommands, Screen):
             self._close_agent(self.agent, keep_backend=getattr(msg.agent, "backend", None))
         first = self.agent is None
         self.agent = msg.agent
+        self.options_before_switch = None
         info = msg.info
         self.query_one("#loading").display = False
         in_process = not str(self.options.model).startswith(("replay:", "openai:"))
@@ -121,6 +123,10 @@ class ChatScreen(SlashCommands, Screen):
     def on_agent_failed(self, msg: AgentFailed) -> None:
         self.query_one("#loading").display = False
         self.status.set(loading=False)
+        if self.agent is not None:  # a failed switch keeps the model that was loaded
+            self.options = self.options_before_switch or self.options
+            self.status.set(model=self.agent.backend.info.get("name", ""))
+        self.options_before_switch = None
         self.set_busy("")
         self.queued.clear()
         self.error(msg.message)

@@ -106,6 +106,7 @@ class SlashCommands:
                 f"Model {info.model}: block size {info.block_size}, threshold {info.threshold}, "
                 f"context window {info.context_window}.")
             return
+        self.options_before_switch = self.options
         self.options = _replace(self.options, model=arg)
         resume = getattr(self.agent, "session_id", None) if self.agent is not None else None
         self.query_one("#loading-label").update(f"Loading model {arg}…")
