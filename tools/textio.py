@@ -96,6 +96,8 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())  # the rename must never expose a file whose bytes are not on disk
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:

@@ -7,29 +7,15 @@ batch leaves a valid file holding every instance finished so far.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import threading
 from pathlib import Path
+
+from clover_cli.tools.textio import atomic_write
 
 
 def write_atomic(path: Path, text: str) -> None:
     """Replace `path` with `text` atomically (a reader never sees half a file)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    atomic_write(Path(path), text.encode("utf-8"))
 
 
 class PredictionsFile:
