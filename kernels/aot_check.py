@@ -46,6 +46,19 @@ CONFIGS = {
          **{p: "*fp32" for p in ("g_ptr", "b_ptr", "s0_ptr", "sf_ptr")}, "scale": "fp32"},
         {"HAS_STATE": True, "STORE_STATE": True, "L2NORM": True, "BT": 16, "BK": 128, "BV": 32,
          "DOT_PREC": prec}, 8) for prec in ("tf32x3", "ieee")},
+    "gated_delta.prepare": ("gated_delta.triton_kernel", "_prepare_kernel",
+                            {**{p: "*bf16" for p in ("q_ptr", "k_ptr", "v_ptr")},
+                             **{p: "*fp32" for p in ("g_ptr", "b_ptr", "w_ptr", "u_ptr", "a_ptr",
+                                                     "qd_ptr", "kd_ptr", "d_ptr")},
+                             "scale": "fp32"},
+                            {"L2NORM": True, "BT": 16, "BK": 128, "BDV": 128,
+                             "DOT_PREC": "tf32x3"}, 8),
+    "gated_delta.scan": ("gated_delta.triton_kernel", "_scan_kernel",
+                         {**{p: "*fp32" for p in ("w_ptr", "u_ptr", "a_ptr", "qd_ptr", "kd_ptr",
+                                                  "d_ptr", "s0_ptr", "sf_ptr")},
+                          "o_ptr": "*bf16"},
+                         {"HAS_STATE": True, "STORE_STATE": True, "BT": 16, "BK": 128, "BV": 32,
+                          "DOT_PREC": "tf32x3"}, 8),
 }
 
 

@@ -93,6 +93,23 @@ def test_triton_matches_recurrent(B, T, Hk, Hv, Dk, Dv, chunk, with_state, rms_r
     assert rms_rel(to, o) < 1e-5 and rms_rel(ts, s) < 1e-5
 
 
+@pytest.mark.parametrize("B,T,Hk,Hv,Dk,Dv,with_state", [
+    pytest.param(1, 1, 1, 1, 16, 16, True, id="T1-state"),
+    pytest.param(2, 33, 1, 2, 8, 12, True, id="T33-grouped2-Dk8-Dv12"),
+    pytest.param(1, 63, 1, 1, 16, 16, False, id="T63-nostate"),
+])
+def test_triton_two_pass_matches_recurrent(B, T, Hk, Hv, Dk, Dv, with_state, rms_rel):
+    """The prepare + scan launches (used for long sequences) agree like the fused kernel."""
+    from clover_cli.kernels.gated_delta.triton_kernel import chunk_gated_delta_rule_triton
+    x = _inputs(B, T, Hk, Hv, Dk, Dv, seed=T + 2, with_state=with_state)
+    o, s = recurrent_gated_delta_rule(*x, output_final_state=True, use_qk_l2norm=True)
+    to, ts = chunk_gated_delta_rule_triton(*x, output_final_state=True, use_qk_l2norm=True,
+                                           two_pass=True)
+    assert rms_rel(to, o) < 1e-5 and rms_rel(ts, s) < 1e-5
+    peek, none = chunk_gated_delta_rule_triton(*x, use_qk_l2norm=True, two_pass=True)
+    assert none is None and torch.equal(peek, to)
+
+
 def test_triton_reads_views_split_from_one_projection(rms_rel, force_triton):
     """q, k, v as transformers makes them: reshaped slices of one mixed projection."""
     gen = torch.Generator().manual_seed(12)
