@@ -29,7 +29,7 @@ def ensure_private_dir(root: Path) -> Path:
     private.mkdir(exist_ok=True)
     ignore = private / ".gitignore"
     if not ignore.exists():
-        ignore.write_text("*\n!.gitignore\n!config.toml\n")
+        ignore.write_text("*\n!config.toml\n")
     return private
 
 
