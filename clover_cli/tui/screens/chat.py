@@ -185,7 +185,7 @@ class ChatScreen(SlashCommands, Screen):
         if show:
             self.transcript.add_user(text)
         self.set_busy("generating")
-        self._turn_clock = (time.perf_counter(), time.thread_time())
+        self._turn_clock = (time.perf_counter(), time.thread_time(), time.process_time())
         self.stream_events(lambda: self.agent.run_turn(text))
 
     @work(thread=True, group="agent", exit_on_error=False)
@@ -278,14 +278,16 @@ class ChatScreen(SlashCommands, Screen):
         self._record_perf(stats)
 
     def _record_perf(self, stats: dict) -> None:
-        """UI-thread CPU time during the turn vs the turn's wall time (see docs/tui.md)."""
+        """UI-thread CPU time during the turn vs its wall time and the process CPU (docs/tui.md)."""
         if self._turn_clock is None:
             return
         wall = time.perf_counter() - self._turn_clock[0]
         ui_cpu = time.thread_time() - self._turn_clock[1]
+        all_cpu = time.process_time() - self._turn_clock[2]  # every thread: decode, tools, UI
         self._turn_clock = None
-        self.last_perf = {"wall_s": wall, "ui_cpu_s": ui_cpu,
+        self.last_perf = {"wall_s": wall, "ui_cpu_s": ui_cpu, "process_cpu_s": all_cpu,
                           "ui_share": ui_cpu / wall if wall > 0 else 0.0,
+                          "ui_share_of_cpu": ui_cpu / all_cpu if all_cpu > 0 else 0.0,
                           "tokens": stats.get("tokens") or stats.get("generated_tokens") or 0,
                           "tokens_per_second": stats.get("tokens_per_second") or 0.0}
         path = os.environ.get("CLOVER_TUI_PERF")
