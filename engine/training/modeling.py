@@ -142,9 +142,13 @@ def export_model(src: Path, dest: Path, dtype: str = "bfloat16") -> Path:
     model_dir = src / "model" if (src / "model" / "config.json").exists() else src
     if not (model_dir / "config.json").exists():
         raise FileNotFoundError(f"no checkpoint in {src} (expected config.json or model/config.json)")
+    dest = Path(dest)
+    if dest.exists() and (not dest.is_dir() or (any(dest.iterdir()) and not (
+            (dest / "config.json").exists() or set(p.name for p in dest.iterdir()) <= {"README.md"}))):
+        raise ValueError(f"refusing to replace {dest}: it is not a model directory "
+                         "(no config.json); export into an empty or model directory")
     tok = AutoTokenizer.from_pretrained(str(model_dir))
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
-    dest = Path(dest)
     card = (dest / "README.md").read_text() if (dest / "README.md").exists() else None
     tmp = dest.with_name(dest.name + ".export-tmp")
     if tmp.exists():

@@ -1,0 +1,41 @@
+"""`clover train` command-line behaviour: clear errors for bad input, export round trip."""
+from __future__ import annotations
+
+from click.testing import CliRunner
+
+from clover_cli.commands.train_cmd import train
+
+
+def test_bad_mix_is_a_usage_error(tmp_path):
+    res = CliRunner().invoke(train, ["--out", str(tmp_path / "r"), "--mix", "poems:1"])
+    assert res.exit_code == 2 and "mix names must be among" in res.output
+    assert not (tmp_path / "r").exists()
+
+
+def test_export_missing_checkpoint_is_clear(tmp_path):
+    res = CliRunner().invoke(train, ["--export", str(tmp_path / "nothing"), str(tmp_path / "d")])
+    assert res.exit_code == 1 and "no checkpoint in" in res.output
+    assert not (tmp_path / "d").exists()
+
+
+def test_make_transcripts_needs_file():
+    res = CliRunner().invoke(train, ["--make-transcripts", "3"])
+    assert res.exit_code == 2 and "--transcripts FILE" in res.output
+
+
+def test_command_module_imports_only_click():
+    import subprocess
+    import sys
+    code = ("import sys; import clover_cli.commands.train_cmd; "
+            "print(any(m in sys.modules for m in ('torch', 'transformers', 'tokenizers')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_export_refuses_a_non_model_directory(tmp_path, bundled_dir):
+    dest = tmp_path / "project"
+    dest.mkdir()
+    (dest / "notes.txt").write_text("keep me")
+    res = CliRunner().invoke(train, ["--export", str(bundled_dir), str(dest)])
+    assert res.exit_code == 1 and "refusing to replace" in res.output
+    assert (dest / "notes.txt").read_text() == "keep me"
