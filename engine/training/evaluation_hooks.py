@@ -40,7 +40,8 @@ def call_prompts(tok, n: int, seed: int, records: list[dict] | None = None,
             use = rec.get("with_tools") if with_tools is None else with_tools
             tools = None
             if use:
-                sys_text, tools = transcripts.agent_prefix()
+                tools = transcripts.agent_prefix()[1]
+                sys_text = transcripts.agent_system(rec.get("root", "/repo"))
                 msgs = [{"role": "system", "content": sys_text}] + msgs
             out.append((tok.apply_chat_template(msgs, tools=tools, add_generation_prompt=True,
                                                 tokenize=False), rec["tool"], rec["arguments"]))

@@ -50,25 +50,31 @@ def user_text(rng: random.Random, kind: str, x: str) -> str:
     return rng.choice(requests()[kind]["phrases"]).replace("{X}", x)
 
 
-def system_messages(rng: random.Random, p_system: float) -> tuple[list[dict], list[dict] | None]:
-    """With probability p_system: the agent's real system prompt and tool schemas."""
+def system_messages(rng: random.Random, p_system: float, root: str | None = None
+                    ) -> tuple[list[dict], list[dict] | None]:
+    """With probability p_system: the agent's real system prompt (for `root`, or a random
+    project path) and tool schemas, as the agent sends them."""
     if rng.random() >= p_system:
         return [], None
-    sys_text, schemas = agent_prefix()
-    return [{"role": "system", "content": sys_text}], schemas
+    root = root or "/" + "/".join(names.word(rng) for _ in range(rng.randint(1, 3)))
+    return [{"role": "system", "content": agent_system(root)}], agent_prefix()[1]
+
+
+def agent_system(root: str) -> str:
+    """The agent's system prompt for a project root (prompts/agent_system.md)."""
+    try:
+        from clover_cli.agent.prompt_files import render
+        return render("agent_system.md", root=root)
+    except Exception:  # the agent's prompt files are not ours; fall back to no system text
+        return ""
 
 
 @lru_cache(maxsize=1)
 def agent_prefix() -> tuple[str, list[dict]]:
-    """The agent's system prompt text and tool schemas (as the agent renders them)."""
+    """The agent's system prompt text (root /repo) and tool schemas."""
     from clover_cli.tools.registry import tool_schemas
 
-    try:
-        from clover_cli.agent.prompt_files import render
-        text = render("agent_system.md", root="/repo")
-    except Exception:  # the agent's prompt files are not ours; fall back to no system text
-        text = ""
-    return text, tool_schemas()
+    return agent_system("/repo"), tool_schemas()
 
 
 def synthetic_call_chat(rng: random.Random, tokenizer, p_system: float = 0.0) -> str:
@@ -203,7 +209,7 @@ def make_transcript(rng: random.Random, repo: Path, index: RepoIndex, p_system: 
     answer = answer_text(rng, kind, x, result)
     if answer is None:
         return None
-    sys_msgs, tools = system_messages(rng, p_system)
+    sys_msgs, tools = system_messages(rng, p_system, str(repo))
     msgs = sys_msgs + [{"role": "user", "content": user_text(rng, kind, x)},
                        call_message(tool, args),
                        {"role": "tool", "content": result.output},

@@ -121,3 +121,15 @@ def test_export_to_bf16(tmp_path, corpus_dir, bundled_dir):
     conf = json.loads((dest / "config.json").read_text())
     assert conf["dtype"] == "bfloat16" and conf["block_size"] == 32
     assert (dest / "tokenizer_config.json").exists() and (dest / "model.safetensors").exists()
+
+
+def test_bf16_training_steps(tmp_path, corpus_dir, bundled_dir):
+    import torch
+
+    from clover_cli.engine.training.trainer import Trainer
+
+    tr = Trainer(_cfg(tmp_path, corpus_dir, bundled_dir, steps=3, log_every=3, save_every=3,
+                      dtype="bfloat16"), echo=lambda s: None)
+    assert next(tr.model.parameters()).dtype == torch.bfloat16
+    rec = tr.run()
+    assert rec["loss"] == rec["loss"] and rec["loss"] < 12  # finite, not NaN
