@@ -4,6 +4,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from clover_cli.tui.textfilter import visible_controls
+
 MASK = "░"
 
 
@@ -13,7 +15,11 @@ def render_block(pieces: tuple[str, ...], masked: tuple[bool, ...], mask_char: s
 
 
 class DenoiseView(Static):
-    """Shows the latest DenoiseProgress; `show` only stores it, `refresh_view` draws it."""
+    """Shows the latest DenoiseProgress; `show` only stores it, `refresh_view` draws it.
+
+    The view has a fixed height so a redraw never relayouts the screen (the cost that matters
+    at 15 frames per second); a block longer than the view is clipped.
+    """
 
     def __init__(self) -> None:
         super().__init__("", classes="denoise")
@@ -29,7 +35,7 @@ class DenoiseView(Static):
         """Forget the current block (turn ended)."""
         self._latest = None
         self._drawn = None
-        self.update(Text("waiting for the next block…", style="dim"))
+        self.update(Text("waiting for the next block…", style="dim"), layout=False)
 
     def refresh_view(self) -> None:
         """Draw the newest progress if it changed and the view is visible."""
@@ -44,5 +50,5 @@ class DenoiseView(Static):
             if m:
                 text.append(MASK, style="dim")
             else:
-                text.append(piece)
-        self.update(text)
+                text.append(visible_controls(piece))
+        self.update(text, layout=False)  # fixed height (clover.tcss): repaint only, no relayout

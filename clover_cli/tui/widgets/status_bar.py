@@ -90,7 +90,7 @@ class StatusBar(Static):
 
     def _draw(self) -> None:
         width = self.content_region.width if self.is_mounted else 0
-        self.update(self.info.text(width))
+        self.update(self.info.text(width), layout=False)  # always one line
 
     def on_resize(self) -> None:
         self._draw()
