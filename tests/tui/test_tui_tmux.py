@@ -6,7 +6,6 @@ checkpoint built here. Needs tmux (`apt-get install -y tmux`).
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
