@@ -35,8 +35,9 @@ class AgentEventMessage(Message):
 class AgentReady(Message):
     """The model is loaded and the agent exists."""
 
-    def __init__(self, agent: Any, info: dict, branch: str | None, resumed: bool) -> None:
+    def __init__(self, agent: Any, info: dict, branch: str | None, resumed: bool, note: str = "") -> None:
         super().__init__()
+        self.note = note
         self.agent = agent
         self.info = info
         self.branch = branch
@@ -70,17 +71,28 @@ def error_text(exc: BaseException) -> str:
     return f"{name}: {text}" if text else name
 
 
-def open_agent(opts: SessionOptions, resume: str | None = None, backend: Any = None) -> tuple[Any, bool]:
-    """Load the backend (unless given) and create or resume the agent. Runs in a worker thread."""
+def open_agent(opts: SessionOptions, resume: str | None = None,
+               backend: Any = None) -> tuple[Any, bool, str]:
+    """Load the backend (unless given) and create or resume the agent. Runs in a worker thread.
+
+    Returns (agent, resumed, note). `--continue` with no saved session starts a new one and says
+    so in `note`; a named session that does not exist is an error.
+    """
     from clover_cli.agent import Agent, AgentConfig
     from clover_cli.agent.backends import make_backend
+    from clover_cli.agent.session import SessionError
 
     if backend is None:
         backend = make_backend(opts.model, threshold=opts.threshold, **opts.backend_options)
     cfg = AgentConfig(root=opts.root, approval=opts.approval)
     if resume:
-        return Agent.resume(backend, cfg, resume), True
-    return Agent(backend, cfg), False
+        try:
+            return Agent.resume(backend, cfg, resume), True, ""
+        except SessionError as exc:
+            if resume != "last":
+                raise
+            return Agent(backend, cfg), False, f"{exc}; started a new session."
+    return Agent(backend, cfg), False, ""
 
 
 def git_branch(root: Path) -> str | None:

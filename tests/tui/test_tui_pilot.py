@@ -243,3 +243,17 @@ async def test_failed_model_switch_keeps_the_loaded_model(repo):
         await submit(pilot, "still there?")
         await wait_idle(pilot)
         assert "still here" in screen_text(app)
+
+
+async def test_continue_without_a_session_starts_a_new_one(repo):
+    script = write_replay(repo.parent, ["fresh"], "fresh.json")
+    app = CloverApp(SessionOptions(model=f"replay:{script}", root=repo, resume="last"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_ready(pilot)
+        assert app.chat.agent is not None
+        assert notices(app)[-1].startswith("no session to continue in ")
+        assert notices(app)[-1].endswith("; started a new session.")
+    app = CloverApp(SessionOptions(model=f"replay:{script}", root=repo, resume="nosuchid"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: bool(notices(app)), what="the error")
+        assert app.chat.agent is None and "no session 'nosuchid'" in notices(app)[-1]

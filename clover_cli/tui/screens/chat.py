@@ -90,9 +90,9 @@ class ChatScreen(SlashCommands, Screen):
     @work(thread=True, group="agent", exit_on_error=False)
     def _load_worker(self, resume: str | None, backend: Any) -> None:
         try:
-            agent, resumed = open_agent(self.options, resume, backend)
+            agent, resumed, note = open_agent(self.options, resume, backend)
             info = {**agent.backend.info, "context_used": context_tokens(agent)}
-            self.post_message(AgentReady(agent, info, git_branch(self.options.root), resumed))
+            self.post_message(AgentReady(agent, info, git_branch(self.options.root), resumed, note))
         except Exception as exc:  # every failure becomes a notice, never a crash
             self.post_message(AgentFailed(error_text(exc)))
 
@@ -117,6 +117,8 @@ class ChatScreen(SlashCommands, Screen):
         elif first:
             self.transcript.add_notice(f"Clover in {self.options.root.name or self.options.root}. "
                                        "Type a request (Enter sends); /help lists commands.")
+        if msg.note:
+            self.transcript.add_notice(msg.note, "warning")
         while self.queued and not self.busy:
             self.send(self.queued.pop(0), show=False)  # shown when it was typed
 
