@@ -45,6 +45,8 @@ class BlockDecoder:
         self.dtype = next(lm.model.parameters()).dtype
         self.run_forward = ForwardRunner(lm.model)
         self.cached = 0  # positions whose keys/values (and GDN state) are in the cache
+        self.processing = cfg.repetition_penalty > 1.0 or cfg.progressive_ending
+        self.eos_tensor = torch.tensor(self.eos, device=self.device, dtype=torch.long)
         self.streamer = TextStreamer(lm.tokenizer, hidden_token_ids(lm.tokenizer, self.eos, self.mask_id))
         self.generator = None
         if cfg.temperature > 0:
@@ -128,9 +130,10 @@ class BlockDecoder:
                 if self.shifted:  # logits at i-1 predict token i
                     first = carry if carry is not None else logits[0]
                     logits = torch.cat([first[None], logits[:-1]])
-                recent = generated + block[fixed:end][~masked[fixed:end]].tolist()
-                logits = process_logits(logits, cfg, recent=recent, generated=len(recent),
-                                        eos_ids=self.eos)
+                if self.processing:
+                    recent = generated + block[fixed:end][~masked[fixed:end]].tolist()
+                    logits = process_logits(logits, cfg, recent=recent, generated=len(recent),
+                                            eos_ids=self.eos)
                 tokens, _, commit = select(logits, masked, cfg.threshold, cfg.temperature,
                                            self.mask_id, self.generator, cfg.top_p)
                 block = torch.where(commit, tokens, block)
@@ -171,7 +174,7 @@ class BlockDecoder:
         """Index of the first committed EOS if every position before it is committed, else -1."""
         if not self.eos:
             return -1
-        is_eos = torch.isin(block[fixed:end], torch.tensor(self.eos, device=block.device))
+        is_eos = torch.isin(block[fixed:end], self.eos_tensor)
         is_eos &= ~masked[fixed:end]
         hits = torch.nonzero(is_eos).flatten()
         if hits.numel() == 0:

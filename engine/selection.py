@@ -19,7 +19,17 @@ def select(logits: torch.Tensor, masked: torch.Tensor, threshold: float, tempera
     probability when sampling); commit = masked & (confidence > threshold), else the single most
     confident masked position.
     """
-    tokens, confidence, commit = select_commits(
-        logits[None], masked[None], threshold, temperature=temperature,
+    rows = torch.nonzero(masked).flatten()  # only masked rows matter: skip the softmax of the rest
+    if rows.numel() == masked.numel() or rows.numel() == 0:
+        tokens, confidence, commit = select_commits(
+            logits[None], masked[None], threshold, temperature=temperature,
+            mask_token_id=mask_token_id, generator=generator, top_p=top_p)
+        return tokens[0], confidence[0], commit[0]
+    sub_tokens, sub_conf, sub_commit = select_commits(
+        logits[rows][None], masked[rows][None], threshold, temperature=temperature,
         mask_token_id=mask_token_id, generator=generator, top_p=top_p)
-    return tokens[0], confidence[0], commit[0]
+    tokens = torch.zeros(masked.shape, dtype=torch.long, device=logits.device)
+    confidence = torch.zeros(masked.shape, dtype=torch.float32, device=logits.device)
+    commit = torch.zeros_like(masked)
+    tokens[rows], confidence[rows], commit[rows] = sub_tokens[0], sub_conf[0], sub_commit[0]
+    return tokens, confidence, commit
