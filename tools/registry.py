@@ -3,6 +3,7 @@ validation and the single entry point `run_tool` used by the agent and `clover t
 from __future__ import annotations
 
 import json
+import threading
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
@@ -158,11 +159,14 @@ def _dispatch(name: str) -> Callable[..., ToolResult]:
 
 
 def run_tool(name: str, args: dict, root: Path, *, on_output: Callable[[str], None] | None = None,
-             timeout: float | None = None) -> ToolResult:
+             timeout: float | None = None,
+             cancel: threading.Event | None = None) -> ToolResult:
     """Run one tool. Never raises for ordinary failures: they come back as ok=False.
 
     Bad arguments give details["error"] == "bad_arguments". `timeout` is the default for
     run_shell when the call gives none; `on_output` receives run_shell's output as it arrives.
+    `cancel`: when set, run_shell kills its process group within ~0.3 s and returns ok=False
+    with details["cancelled"] = True; the other tools are short and ignore it.
     """
     try:
         kwargs = _coerce(name, args)
@@ -174,6 +178,7 @@ def run_tool(name: str, args: dict, root: Path, *, on_output: Callable[[str], No
     if name == "run_shell":
         kwargs.setdefault("timeout", timeout)
         kwargs["on_output"] = on_output
+        kwargs["cancel"] = cancel
     try:
         return _dispatch(name)(root, **kwargs)
     except Exception as exc:  # a bug or an OS error: report it to the model, do not crash the turn

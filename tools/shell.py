@@ -1,7 +1,9 @@
 """run_shell: a command in the repository root, in its own process group, with no stdin.
 
-On timeout the whole group is killed (children too); output is capped to a head and a tail
-with the elided amount reported; the exit code is part of the result.
+On timeout or cancellation the whole group is killed (children too); when the command exits,
+whatever it left running in its group is killed as well, so background processes never
+outlive the call. Output is capped to a head and a tail with the elided amount reported; the
+exit code is part of the result.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ DEFAULT_TIMEOUT = 120.0
 HEAD_CHARS = 8000
 TAIL_CHARS = 8000
 GRACE_AFTER_EXIT = 0.5  # seconds a finished command's background children may keep the pipe
+POLL_SECONDS = 0.05     # how often a running command checks its cancel event
 
 
 class CappedOutput:
@@ -62,14 +65,14 @@ class CappedOutput:
         return head + note + tail
 
 
-def _kill_group(pgid: int, proc: subprocess.Popen) -> None:
-    """SIGTERM the whole process group, then SIGKILL whatever is left after a second."""
+def _kill_group(pgid: int, proc: subprocess.Popen, term_wait: float = 1.0) -> None:
+    """SIGTERM the whole process group, then SIGKILL whatever is left after `term_wait` s."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(pgid, sig)
         except (ProcessLookupError, PermissionError):
             return
-        deadline = time.monotonic() + 1.0
+        deadline = time.monotonic() + (term_wait if sig == signal.SIGTERM else 1.0)
         while time.monotonic() < deadline:
             proc.poll()  # reap the leader, or its zombie keeps the group alive
             if not _group_alive(pgid):
@@ -99,9 +102,31 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
+def _wait(proc: subprocess.Popen, limit: float, cancel: threading.Event | None) -> str:
+    """Wait for the command: "exited", "timeout" or "cancelled" (polled every POLL_SECONDS)."""
+    deadline = time.monotonic() + limit
+    while True:
+        if cancel is not None and cancel.is_set():
+            return "cancelled"
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return "timeout"
+        step = min(left, POLL_SECONDS) if cancel is not None else left
+        try:
+            proc.wait(timeout=step)
+            return "exited"
+        except subprocess.TimeoutExpired:
+            continue
+
+
 def run_shell(root: Path, command: str, timeout: float | None = None,
-              on_output: Callable[[str], None] | None = None) -> ToolResult:
-    """Run `command` with bash in `root`; returns its capped output and exit code."""
+              on_output: Callable[[str], None] | None = None,
+              cancel: threading.Event | None = None) -> ToolResult:
+    """Run `command` with bash in `root`; returns its capped output and exit code.
+
+    When `cancel` is set while the command runs, its whole process group is killed at once
+    and the result is ok=False with details["cancelled"] = True.
+    """
     if not command or not command.strip():
         return ToolResult(False, "empty command", {"error": "bad_arguments"})
     limit = float(timeout) if timeout and float(timeout) > 0 else DEFAULT_TIMEOUT
@@ -141,33 +166,38 @@ def run_shell(root: Path, command: str, timeout: float | None = None,
 
     reader = threading.Thread(target=pump, name="run_shell-reader", daemon=True)
     reader.start()
-    timed_out = False
-    try:
-        proc.wait(timeout=limit)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill_group(pgid, proc)
+    outcome = _wait(proc, limit, cancel)
+    timed_out, cancelled = outcome == "timeout", outcome == "cancelled"
+    if outcome != "exited":
+        _kill_group(pgid, proc, term_wait=0.2 if cancelled else 1.0)
         proc.wait()
-    reader.join(timeout=GRACE_AFTER_EXIT)
     killed_background = False
-    if reader.is_alive():  # background children still hold the output pipe: end them
-        killed_background = True
-        _kill_group(pgid, proc)
-        reader.join(timeout=2.0)
+    if outcome == "exited":
+        reader.join(timeout=GRACE_AFTER_EXIT)
+        # whatever the command left running in its group (also children that redirected
+        # their output away from our pipe) does not outlive the call
+        if _group_alive(pgid):
+            killed_background = True
+            _kill_group(pgid, proc)
+    reader.join(timeout=2.0)
     proc.stdout.close()
     elapsed = time.monotonic() - started
     code = proc.returncode
     text = captured.render()
     notes = []
-    if timed_out:
+    if cancelled:
+        notes.append("[cancelled by the user; the command and its children were killed]")
+    elif timed_out:
         notes.append(f"[timed out after {limit:g} s; the command and its children were killed]")
     elif killed_background:
         notes.append("[background processes left running by the command were stopped]")
-    if code is not None and code < 0 and not timed_out:
+    if code is not None and code < 0 and not (timed_out or cancelled):
         notes.append(f"[killed by signal {-code}]")
     notes.append(f"[exit code {code}]")
     output = (text.rstrip("\n") + "\n" if text.strip() else "") + "\n".join(notes)
-    return ToolResult(code == 0 and not timed_out, output,
-                      {"exit_code": code, "timed_out": timed_out, "seconds": round(elapsed, 3),
-                       "elided_chars": captured.elided_chars,
-                       "elided_lines": captured.elided_lines})
+    details = {"exit_code": code, "timed_out": timed_out, "seconds": round(elapsed, 3),
+               "elided_chars": captured.elided_chars, "elided_lines": captured.elided_lines}
+    if cancelled:
+        details["cancelled"] = True
+    return ToolResult(code == 0 and not (timed_out or cancelled), output, details)
+

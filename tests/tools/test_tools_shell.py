@@ -80,3 +80,70 @@ def test_invalid_utf8_output_is_replaced(plain_dir):
 def test_env_has_no_pager(plain_dir):
     res = run_tool("run_shell", {"command": "echo $GIT_PAGER-$TERM"}, plain_dir)
     assert "cat-dumb" in res.output
+
+
+def _wait_dead(pid: int, seconds: float = 3.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return not _alive(pid)
+
+
+def test_redirected_background_child_does_not_outlive_the_call(plain_dir):
+    cmd = "sleep 1002 >/dev/null 2>&1 & echo $! > bg.pid; echo started"
+    try:
+        res = run_tool("run_shell", {"command": cmd}, plain_dir)
+        assert res.ok and "started" in res.output
+        assert "background processes" in res.output
+        pid = int((plain_dir / "bg.pid").read_text())
+        assert _wait_dead(pid, 0.5)
+    finally:
+        if (plain_dir / "bg.pid").exists():
+            import os
+            import signal
+            try:
+                os.kill(int((plain_dir / "bg.pid").read_text()), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def test_cancel_kills_the_group_promptly(plain_dir):
+    import threading
+    cancel = threading.Event()
+    cmd = "sleep 1003 >/dev/null 2>&1 & echo $! > bg.pid; echo running; sleep 1003"
+    box = {}
+
+    def go():
+        box["res"] = run_tool("run_shell", {"command": cmd}, plain_dir, cancel=cancel)
+        box["done"] = time.monotonic()
+
+    worker = threading.Thread(target=go)
+    worker.start()
+    deadline = time.monotonic() + 5
+    while not (plain_dir / "bg.pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.1)
+    pid = int((plain_dir / "bg.pid").read_text())
+    set_at = time.monotonic()
+    cancel.set()
+    worker.join(5)
+    assert not worker.is_alive()
+    res = box["res"]
+    assert box["done"] - set_at < 0.5
+    assert not res.ok and res.details["cancelled"] is True and not res.details["timed_out"]
+    assert "cancelled" in res.output and "running" in res.output
+    assert _wait_dead(pid, 0.5)
+
+
+def test_cancel_already_set_and_unset_event(plain_dir):
+    import threading
+    cancel = threading.Event()
+    res = run_tool("run_shell", {"command": "echo fine"}, plain_dir, cancel=cancel)
+    assert res.ok and "fine" in res.output and "cancelled" not in res.details
+    cancel.set()
+    started = time.monotonic()
+    res = run_tool("run_shell", {"command": "sleep 1004"}, plain_dir, cancel=cancel)
+    assert not res.ok and res.details["cancelled"] and time.monotonic() - started < 0.5
+    (plain_dir / "a.txt").write_text("x\n")
+    other = run_tool("read_file", {"path": "a.txt"}, plain_dir, cancel=cancel)
+    assert other.ok and "x" in other.output  # tools other than run_shell ignore it
