@@ -97,9 +97,11 @@ def execute_call(call_id: str, name: str, args: dict, ctx: CallContext) -> Itera
             text = (observation("denied_feedback", name=name, feedback=answer.feedback) if answer.feedback
                     else observation("denied", name=name))
             return ToolResult(False, text, {"error": "denied"})
-        if answer.decision == "always":
+        if answer.decision == "always" and decision.always_key:
             ctx.policy.remember(name, args, decision.always_key)
             yield Notice(f"Approved {decision.always_key!r} for this project (.clover/approvals.json).")
+        elif answer.decision == "always":
+            yield Notice("Approved this call only: a command like this is never remembered (it could run anything).")
     if writing and planned:
         ctx.before_write(planned)
     return (yield from _run_streaming(call_id, name, args, ctx))

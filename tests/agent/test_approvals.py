@@ -33,7 +33,7 @@ def test_prefixes():
     assert command_prefix("pytest -q tests/x.py") == "pytest"
     assert command_prefix("python -m pytest -x") == "python -m pytest"
     assert command_prefix("git diff --stat") == "git diff"
-    assert command_prefix("git -C x log") == "git"
+    assert command_prefix("git -C x log") == "git log"
     assert prefix_matches("pytest -q", "pytest") and prefix_matches("pytest", "pytest")
     assert not prefix_matches("pytestx", "pytest")
     assert not prefix_matches("pytest && rm -rf /", "pytest")
@@ -59,3 +59,50 @@ def test_corrupt_memory_file_is_ignored(tmp_path):
     (tmp_path / ".clover").mkdir()
     (tmp_path / ".clover" / "approvals.json").write_text("{not json")
     assert policy(tmp_path, "ask").decide("shell", {"command": "ls"}).verdict == "ask"
+
+
+def test_prefixes_are_never_too_broad():
+    table = {
+        "git -C sub status": "git status", "git -c core.pager=cat log -1": "git log",
+        "git --git-dir=.git --work-tree . diff": "git diff", "git --no-pager show HEAD": "git show",
+        "git -C sub": "", "python -m pytest -q": "python -m pytest", "python3 tools/gen.py --x": "python3 tools/gen.py",
+        "python -c 'import os'": "", "python": "", "python -u x.py": "", "python3.11 -m": "",
+        "node -e 'x'": "", "node build.js": "node build.js", "perl -e 1": "", "ruby -e 1": "",
+        "bash -c 'rm -rf /'": "", "bash script.sh": "", "sh -c id": "", "/bin/sh -c id": "",
+        "timeout 60 pytest": "", "env FOO=1 pytest": "", "sudo pytest": "", "xargs rm": "",
+        "nohup make &": "", "FOO=1 pytest": "", "uv run pytest -x": "uv run pytest",
+        "uv run python -c 1": "", "npx eslint .": "npx eslint", "docker run --rm img sh": "",
+        "make test": "make test", "pytest -q": "pytest", "./run_tests.sh -v": "./run_tests.sh",
+    }
+    assert {c: command_prefix(c) for c in table} == table
+
+
+def test_always_for_git_with_global_options_does_not_allow_push(tmp_path):
+    p = policy(tmp_path, "ask")
+    d = p.decide("shell", {"command": "git -C sub status"})
+    assert (d.verdict, d.always_key) == ("ask", "git status")
+    p.remember("shell", {"command": "git -C sub status"}, d.always_key)
+    assert p.decide("shell", {"command": "git -C sub status -s"}).verdict == "run"
+    assert p.decide("shell", {"command": "git status"}).verdict == "run"
+    for other in ("git push --force", "git -c core.fsmonitor=id status", "git statusx", "git -C sub push"):
+        assert p.decide("shell", {"command": other}).verdict == "ask", other
+
+
+def test_always_for_wrappers_applies_once(tmp_path):
+    p = policy(tmp_path, "ask")
+    for command in ("bash -c 'pytest'", "timeout 5 pytest", "python -c 'print(1)'", "sudo ls", "env X=1 ls"):
+        d = p.decide("shell", {"command": command})
+        assert (d.verdict, d.always_key) == ("ask", ""), command
+        p.remember("shell", {"command": command}, d.always_key)
+    assert not (tmp_path / ".clover" / "approvals.json").exists()
+    assert p.decide("shell", {"command": "bash -c 'rm -rf x'"}).verdict == "ask"
+
+
+def test_too_broad_entries_in_an_old_memory_file_are_ignored(tmp_path):
+    (tmp_path / ".clover").mkdir()
+    (tmp_path / ".clover" / "approvals.json").write_text(
+        json.dumps({"tools": [], "commands": ["git", "bash", "python", "timeout", "git status"]}))
+    p = policy(tmp_path, "ask")
+    assert p.decide("shell", {"command": "git status"}).verdict == "run"
+    for command in ("git push --force", "bash -c id", "python -c 1", "timeout 1 rm x"):
+        assert p.decide("shell", {"command": command}).verdict == "ask", command

@@ -1,0 +1,177 @@
+"""The read-only shell allow list (approval mode `read-only`).
+
+A strict allow list, not prefix matching: the command must be one of the programs below (by its
+bare name), git only with the listed subcommands, and no argument may be a flag that writes a
+file, runs a program or changes state (`find -exec/-delete/-fprint*`, `--output=FILE`,
+`rg --pre CMD`, `git grep -O CMD`, `tree -o FILE`, `file -C`, `git branch -D`, ...). Long options
+are also refused in any abbreviation GNU getopt or git would accept (`--out=F` is `--output=F`).
+When a command is not clearly read-only it is refused. Shell operators, redirections,
+substitutions and variable expansions are refused before any of this (see `has_shell_operators`).
+"""
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+_SHELL_OPERATORS = (";", "&", "|", ">", "<", "`", "$(", "\n", "\r")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What one program may be given."""
+
+    deny_long: tuple[str, ...] = ()  # long option names (without --) that are refused
+    deny_short: str = ""  # short option letters refused anywhere in a bundle (-abc)
+    abbrev: bool = True  # the program accepts unique abbreviations of long options
+
+
+_ABBREV_OFF = False
+PROGRAMS: dict[str, Rule] = {
+    "ls": Rule(), "cat": Rule(), "head": Rule(), "tail": Rule(), "wc": Rule(), "pwd": Rule(),
+    "stat": Rule(), "du": Rule(), "echo": Rule(), "which": Rule(), "diff": Rule(), "grep": Rule(),
+    "rg": Rule(deny_long=("pre", "pre-glob", "hostname-bin"), abbrev=_ABBREV_OFF),
+    "tree": Rule(deny_long=("output",), deny_short="oR"),  # -R writes 00Tree.html files
+    "file": Rule(deny_long=("compile",), deny_short="C"),
+    "find": Rule(),  # actions are checked by _find_ok
+}
+# git: allowed subcommands. The rule applies to every argument after the subcommand.
+_GIT_DIFF_LIKE = Rule(deny_long=("output", "ext-diff", "open-files-in-pager"), deny_short="O")
+GIT_SUBCOMMANDS: dict[str, Rule] = {
+    name: _GIT_DIFF_LIKE for name in ("status", "diff", "log", "show", "blame", "ls-files", "ls-tree",
+                                      "grep", "rev-parse", "describe", "shortlog", "cat-file")
+}
+# git subcommands that also change state: only their listing forms are allowed (_git_listing_ok).
+GIT_LISTING = ("branch", "tag", "remote", "stash", "config")
+_FIND_ACTIONS = ("exec", "execdir", "ok", "okdir", "delete", "fprint", "fprint0", "fprintf", "fls")
+_FIND_RE = re.compile(r"-(exec|ok|delete|fprint|fls)", re.IGNORECASE)
+
+
+def has_shell_operators(command: str) -> bool:
+    """Chaining, pipes, redirections or substitutions."""
+    return any(op in command for op in _SHELL_OPERATORS)
+
+
+def _has_expansion(command: str) -> bool:
+    """`$VAR`, `${...}`, `$'...'`/`$"..."` (quoting that can hide a flag): any `$` not ending a word."""
+    return re.search(r"""\$(?!\s|$|['"](?:\s|$))""", command) is not None
+
+
+def _long_denied(word: str, rule: Rule) -> bool:
+    name = word[2:].split("=", 1)[0].lower()
+    for bad in rule.deny_long:
+        if name == bad or name.startswith(bad + "-"):
+            return True
+        if rule.abbrev and name and bad.startswith(name):  # an abbreviation of a refused option
+            return True
+    return False
+
+
+def _args_ok(args: list[str], rule: Rule) -> bool:
+    for word in args:
+        if word.startswith("--") and len(word) > 2 and _long_denied(word, rule):
+            return False
+        if word.startswith("-") and not word.startswith("--") and any(c in rule.deny_short for c in word[1:]):
+            return False
+    return True
+
+
+def _find_ok(args: list[str]) -> bool:
+    for word in args:
+        name = word.lstrip("-").lower()
+        if word.startswith("-") and any(name.startswith(a) for a in _FIND_ACTIONS):
+            return False
+    return True
+
+
+# Listing flags of the state-changing git subcommands; flags in _VALUE take a value.
+_LIST_FLAGS = {
+    "branch": {"-a", "-r", "-v", "-vv", "-l", "--list", "--all", "--remotes", "--verbose", "--show-current",
+               "--no-color", "--color", "--no-column", "-i", "--ignore-case"},
+    "tag": {"-l", "--list", "--no-column", "-i", "--ignore-case"},
+}
+_VALUE = {"--contains", "--no-contains", "--merged", "--no-merged", "--points-at", "--sort", "--format"}
+
+
+def _listing_flags_ok(sub: str, args: list[str]) -> bool:
+    """git branch / git tag: only listing flags; patterns only together with -l/--list."""
+    listing = any(a in ("-l", "--list") for a in args)
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in _VALUE:
+            i += 2
+            continue
+        if a.split("=", 1)[0] in _VALUE and "=" in a:
+            pass
+        elif sub == "tag" and re.fullmatch(r"-n\d*", a):
+            pass
+        elif a.startswith("-"):
+            if a not in _LIST_FLAGS[sub]:
+                return False
+        elif not listing:  # `git branch NAME` / `git tag NAME` would create one
+            return False
+        i += 1
+    return True
+
+
+def _git_listing_ok(sub: str, args: list[str]) -> bool:
+    if sub in ("branch", "tag"):
+        return _listing_flags_ok(sub, args)
+    if sub == "remote":
+        return (args in ([], ["-v"], ["--verbose"])
+                or (len(args) >= 2 and args[0] == "get-url" and all(a in ("--push", "--all") for a in args[1:-1])
+                    and not args[-1].startswith("-")))
+    if sub == "stash":  # bare `git stash` pushes; only list / show
+        return bool(args) and args[0] in ("list", "show") and _args_ok(args[1:], _GIT_DIFF_LIKE)
+    if sub == "config":
+        scopes = {"--global", "--local", "--system", "--show-origin", "--show-scope", "--name-only",
+                  "-z", "--null", "--includes"}
+        flags = [a for a in args if a.startswith("-")]
+        positional = [a for a in args if not a.startswith("-")]
+        if all(a in scopes | {"-l", "--list"} for a in flags) and any(a in ("-l", "--list") for a in flags):
+            return not positional
+        getters = [a for a in flags if a in ("--get", "--get-all", "--get-regexp")]
+        return (len(getters) == 1 and all(a in scopes | set(getters) for a in flags)
+                and 1 <= len(positional) <= 2)
+    return False
+
+
+def _git_ok(args: list[str]) -> bool:
+    i = 0
+    while i < len(args) and args[i].startswith("-"):  # global options: only -C DIR and --no-pager
+        if args[i] == "-C" and i + 1 < len(args):
+            i += 2
+        elif args[i] in ("--no-pager", "-P"):
+            i += 1
+        else:
+            return False  # -c k=v, --git-dir, --exec-path, ... can run programs
+    if i >= len(args):
+        return False
+    sub, rest = args[i], args[i + 1:]
+    if sub in GIT_SUBCOMMANDS:
+        return _args_ok(rest, GIT_SUBCOMMANDS[sub])
+    if sub in GIT_LISTING:
+        return _git_listing_ok(sub, rest)
+    return False
+
+
+def is_read_only_command(command: str) -> bool:
+    """True only for commands that clearly just read (see the module docstring)."""
+    if has_shell_operators(command) or _has_expansion(command):
+        return False
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    if not words:
+        return False
+    program, args = words[0], words[1:]
+    if program == "git":
+        return _git_ok(args)
+    rule = PROGRAMS.get(program)
+    if rule is None:
+        return False
+    if program == "find":  # also on the raw text: quoting must not hide an action
+        return _find_ok(args) and not _FIND_RE.search(command)
+    return _args_ok(args, rule)
