@@ -3,6 +3,7 @@ validation and the single entry point `run_tool` used by the agent and `clover t
 from __future__ import annotations
 
 import json
+import math
 import threading
 from functools import lru_cache
 from pathlib import Path
@@ -25,6 +26,8 @@ PARAMETERS: dict[str, dict[str, tuple[str, bool]]] = {
     "write_file": {"path": ("string", True), "content": ("string", True)},
 }
 TOOL_NAMES: tuple[str, ...] = tuple(PARAMETERS)
+MAX_NUMBER = 10 ** 15       # larger numeric arguments are rejected (no tool needs them)
+MAX_NUMBER_CHARS = 40
 WRITING_TOOLS = frozenset({"apply_patch", "edit_file", "write_file"})
 
 
@@ -93,7 +96,7 @@ def _coerce(name: str, args: Any) -> dict:
 
 
 def _coerce_value(name: str, arg: str, typ: str, value: Any) -> Any:
-    bad = ToolArgumentError(f"{name}: argument {arg!r} must be a {typ}, got {value!r}"[:300])
+    bad = ToolArgumentError(f"{name}: argument {arg!r} must be a {typ}, got {_short_repr(value)}")
     if typ == "string":
         if isinstance(value, str):
             return value
@@ -105,20 +108,7 @@ def _coerce_value(name: str, arg: str, typ: str, value: Any) -> Any:
             return value.lower() == "true"
         raise bad
     if typ in ("integer", "number"):
-        if isinstance(value, bool):
-            raise bad
-        if isinstance(value, str):
-            try:
-                value = float(value.strip())
-            except ValueError:
-                raise bad from None
-        if not isinstance(value, (int, float)):
-            raise bad
-        if typ == "integer":
-            if float(value) != int(value):
-                raise bad
-            return int(value)
-        return float(value)
+        return _coerce_number(typ, value, bad)
     if typ == "array":
         if isinstance(value, str):
             value = [value]
@@ -126,6 +116,40 @@ def _coerce_value(name: str, arg: str, typ: str, value: Any) -> Any:
             return value
         raise bad
     raise bad
+
+
+def _short_repr(value: Any) -> str:
+    """repr() cut to 200 characters; safe for ints too long to print."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 600:
+        return f"an integer of about {int(value.bit_length() * 0.30103)} digits"
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def _coerce_number(typ: str, value: Any, bad: ToolArgumentError) -> int | float:
+    """A finite int/float (or numeric string) of sane size; NaN, inf, 1e400 and 400-digit
+    integers are bad arguments, never an exception that escapes."""
+    if isinstance(value, bool):
+        raise bad
+    if isinstance(value, str):
+        text = value.strip()
+        if len(text) > MAX_NUMBER_CHARS:
+            raise bad
+        try:
+            value = int(text) if text.lstrip("+-").isdigit() else float(text)
+        except (ValueError, OverflowError):
+            raise bad from None
+    if isinstance(value, int):
+        if abs(value) > MAX_NUMBER:
+            raise bad
+        return value if typ == "integer" else float(value)
+    if not isinstance(value, float) or not math.isfinite(value) or abs(value) > MAX_NUMBER:
+        raise bad
+    if typ == "integer":
+        if not value.is_integer():
+            raise bad
+        return int(value)
+    return value
 
 
 def validate_args(name: str, args: Any) -> None:
@@ -170,8 +194,8 @@ def run_tool(name: str, args: dict, root: Path, *, on_output: Callable[[str], No
     """
     try:
         kwargs = _coerce(name, args)
-    except ToolArgumentError as exc:
-        return ToolResult(False, str(exc), {"error": "bad_arguments"})
+    except (ToolArgumentError, ValueError, OverflowError, TypeError) as exc:
+        return ToolResult(False, str(exc)[:300], {"error": "bad_arguments"})
     root = Path(root)
     if not root.is_dir():
         return ToolResult(False, f"repository root {root} is not a directory", {"error": "root"})
@@ -223,7 +247,7 @@ def preview(name: str, args: dict, root: Path) -> str:
     """What an approval prompt shows: the unified diff of an edit, or the shell command."""
     try:
         kwargs = _coerce(name, args)
-    except ToolArgumentError as exc:
+    except (ToolArgumentError, ValueError, OverflowError, TypeError) as exc:
         return f"(invalid call: {exc})"
     if name == "run_shell":
         t = kwargs.get("timeout")

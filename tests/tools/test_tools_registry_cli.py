@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from clover_cli.tools.registry import (TOOL_NAMES, ToolArgumentError, is_writing_tool,
-                                       planned_writes, run_tool, tool_schemas, validate_args)
+                                       planned_writes, preview, run_tool, tool_schemas,
+                                       validate_args)
 
 PROMPTS = Path(__file__).resolve().parents[2] / "prompts" / "tools"
 
@@ -80,3 +81,40 @@ def test_cli_tool_contract(git_repo):
     res = clover("tool", "write_file", "--root", str(git_repo), "--args",
                  json.dumps({"path": "n.txt", "content": "x\n"}))
     assert res.returncode == 0 and (git_repo / "n.txt").read_text() == "x\n"
+
+
+BAD_NUMBERS = ["nan", "NaN", "inf", "-Infinity", "1e400", "9" * 400, float("nan"), float("inf"),
+               10 ** 400, -(10 ** 5000), "1" * 5000]
+
+
+@pytest.mark.parametrize("value", BAD_NUMBERS, ids=[str(i) for i in range(len(BAD_NUMBERS))])
+def test_non_finite_and_huge_numbers_are_bad_arguments(tmp_path, value):
+    (tmp_path / "a.txt").write_text("x\ny\n")
+    with pytest.raises(ToolArgumentError, match="must be a integer"):
+        validate_args("read_file", {"path": "a.txt", "start_line": value})
+    with pytest.raises(ToolArgumentError, match="must be a number"):
+        validate_args("run_shell", {"command": "true", "timeout": value})
+    res = run_tool("read_file", {"path": "a.txt", "start_line": value}, tmp_path)
+    assert not res.ok and res.details["error"] == "bad_arguments" and len(res.output) < 400
+    res = run_tool("run_shell", {"command": "true", "timeout": value}, tmp_path)
+    assert not res.ok and res.details["error"] == "bad_arguments"
+    assert "invalid call" in preview("run_shell", {"command": "x", "timeout": value}, tmp_path)
+
+
+def test_ordinary_numbers_still_coerce(tmp_path):
+    (tmp_path / "a.txt").write_text("x\ny\n")
+    res = run_tool("read_file", {"path": "a.txt", "start_line": "2", "end_line": 2.0}, tmp_path)
+    assert res.ok and res.output == "     2\ty"
+    validate_args("run_shell", {"command": "x", "timeout": "1.5"})
+    validate_args("read_file", {"path": "a", "start_line": " +3 "})
+
+
+@pytest.mark.parametrize("raw", ['"nan"', "NaN", "Infinity", "1e400", "9" * 400, '"1e400"'])
+def test_cli_bad_numbers_exit_2_with_one_json_line(tmp_path, raw):
+    (tmp_path / "a.txt").write_text("x\n")
+    proc = clover("tool", "read_file", "--root", str(tmp_path), "--args",
+                  '{"path": "a.txt", "start_line": %s}' % raw)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["error"] == "bad_arguments"
