@@ -16,7 +16,8 @@ def _fail(message: str) -> None:
 @click.argument("test")
 @click.option("--test-cmd", default=None, metavar="CMD",
               help="Test command with a {test} placeholder (default: `test_cmd` in .clover/config.toml, "
-                   "else `python -m pytest -x -q {test}`).")
+                   "else `python -m pytest -x -q {test}`, whose JUnit report must show the test "
+                   "ran and passed; a custom command passes on exit code 0).")
 @click.option("--model", "model", default=None, help="Model spec (default: the bundled tiny model).")
 @click.option("--root", default=None, type=click.Path(), help="Repository root (default: cwd).")
 @click.option("--attempts", default=3, show_default=True, type=int, help="Agent turns before giving up.")
@@ -83,6 +84,8 @@ def _print_human(result) -> None:
         click.echo("Reverted changes to the test file(s): " + ", ".join(result.reverted_test_edits))
     tail = [ln for ln in result.test_output.rstrip().splitlines() if ln.strip()][-15:]
     click.echo("\n".join(tail))
+    if result.unproven:
+        click.echo(f"Not counted as passing: {result.unproven}.")
     verdict = "PASSED" if result.passed else "FAILED"
     click.echo(f"{verdict} after {result.attempts} attempt(s): {command}")
     if result.passed and result.changed_files:

@@ -7,12 +7,14 @@ to the agent in the same session. The result carries the diff of everything that
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import tempfile
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, TextIO
 
+from clover_cli.modes.evidence import check_cases, junit_arg, read_junit
 from clover_cli.modes.gitsnap import diff_trees, snapshot_tree
-from clover_cli.modes.headless import TurnRecord, drive_turn
+from clover_cli.modes.headless import TurnRecord, drive_turn_interruptibly
 from clover_cli.modes.testguard import TestFileGuard, protected_test_paths
 from clover_cli.modes.testrun import (DEFAULT_FIX_CMD, PYTEST_NO_TESTS, PYTEST_USAGE_ERROR,
                                       TestCommandError, TestRun, build_argv, is_pytest,
@@ -68,32 +70,48 @@ class FixResult:
     turns: list[dict] = field(default_factory=list)
     session_id: str | None = None
     session_path: str | None = None
+    checked: bool = False  # True: passed means pytest's report shows the test ran and passed
+    unproven: str | None = None  # exit code 0, but the report did not show the test passing
 
     def as_dict(self) -> dict:
         """A JSON-ready dict (for `--json`)."""
         return asdict(self)
 
 
-def resolve_command(opts: FixOptions) -> list[str]:
-    """The test argv: --test-cmd, else `test_cmd` in .clover/config.toml, else the default."""
+def resolve_command(opts: FixOptions) -> tuple[list[str], bool]:
+    """The test argv (--test-cmd, else `test_cmd` in .clover/config.toml, else the default) and
+    whether it is the default pytest command, whose result is checked from pytest's own report
+    (a custom command passes on exit code 0)."""
     try:
         template = opts.test_cmd or project_test_cmd(opts.root) or DEFAULT_FIX_CMD
-        return build_argv(template, [opts.test])
+        return build_argv(template, [opts.test]), template == DEFAULT_FIX_CMD
     except TestCommandError as exc:
         raise FixError(str(exc)) from None
 
 
-def run_test(opts: FixOptions, argv: list[str], first: bool = False) -> TestRun:
+def run_test(opts: FixOptions, argv: list[str], first: bool = False, checked: bool = False) -> TestRun:
     """Run the test once; FixError when the command cannot start or, on the first run, when
-    pytest finds no such test (later, after the agent's changes, that is just a failure)."""
+    pytest finds no such test (later, after the agent's changes, that is just a failure).
+
+    `checked`: the default pytest command; it also writes a JUnit report to a temporary folder
+    outside the repository and passes only when that report proves the test ran and passed."""
     try:
-        run = run_tests(argv, opts.root, opts.test_timeout)
+        if checked:
+            with tempfile.TemporaryDirectory(prefix="clover-fix-") as tmp:
+                report = Path(tmp) / "report.xml"
+                run = run_tests(argv + [junit_arg(report)], opts.root, opts.test_timeout)
+                why = check_cases(read_junit(report), opts.test)
+            run = replace(run, argv=tuple(argv), unproven=why)
+        else:
+            run = run_tests(argv, opts.root, opts.test_timeout)
     except TestCommandError as exc:
         raise FixError(str(exc)) from None
     if first and is_pytest(argv) and run.returncode in (PYTEST_USAGE_ERROR, PYTEST_NO_TESTS):
         last = [ln for ln in run.output.strip().splitlines() if ln.strip()]
         why = "no tests ran" if run.returncode == PYTEST_NO_TESTS else "usage error"
         raise FixError(f"pytest could not run {opts.test!r} ({why}): {last[-1] if last else ''}".rstrip(": "))
+    if first and run.unproven and run.returncode == 0 and not run.timed_out:
+        raise FixError(f"pytest exited with 0 for {opts.test!r} but {run.unproven}")
     return run
 
 
@@ -126,12 +144,13 @@ def run_fix(opts: FixOptions, make_backend: Callable[[], object], *,
     Raises FixError for bad input (unknown test, command not found, model that fails to load).
     """
     from clover_cli.agent import Agent, AgentConfig
+    from clover_cli.tools.checkpoints import CheckpointStore
 
-    argv = resolve_command(opts)
+    argv, checked = resolve_command(opts)
     command_text = " ".join(argv)
-    first = run_test(opts, argv, first=True)
+    first = run_test(opts, argv, first=True, checked=checked)
     if first.passed:
-        return FixResult("already_passing", True, 0, argv, first.output)
+        return FixResult("already_passing", True, 0, argv, first.output, checked=checked)
 
     protected = protected_test_paths(opts.test, opts.root)
     guard = None if opts.allow_test_edits else TestFileGuard(opts.root, protected)
@@ -145,38 +164,43 @@ def run_fix(opts: FixOptions, make_backend: Callable[[], object], *,
                       protected_paths=() if opts.allow_test_edits else tuple(protected),
                       meta={"mode": "fix", "test": opts.test, "command": command_text})
     agent = Agent(backend, cfg)
-    result = FixResult("failed", False, 0, argv, first.output,
+    result = FixResult("failed", False, 0, argv, first.output, checked=checked,
                        protected=[] if opts.allow_test_edits else protected)
     text = _prompt("fix_task.md", test=opts.test, command=command_text,
                    output=trim_output(first.output, opts.output_chars),
                    guard=_prompt("fix_guard.md", protected=_listing(protected)) if guard else "")
     run = first
-    try:
-        for attempt in range(1, opts.attempts + 1):
-            if log is not None:
-                log.write(f"attempt {attempt}/{opts.attempts}\n")
-            record: TurnRecord = drive_turn(agent, text, log=log)
-            result.turns.append({"attempt": attempt, "reason": record.reason,
-                                 "tool_calls": record.tool_calls, "errors": record.errors,
-                                 "final_text": record.final_text})
-            reverted = guard.restore() if guard else []
-            result.reverted_test_edits.extend(r for r in reverted if r not in result.reverted_test_edits)
-            result.attempts = attempt
-            run = run_test(opts, argv)
-            if run.passed:
-                break
-            note = _prompt("fix_test_reverted.md", files=_listing(reverted)) if reverted else ""
-            text = _prompt("fix_retry.md", attempt=attempt + 1, attempts=opts.attempts,
-                           command=command_text, output=trim_output(run.output, opts.output_chars),
-                           note=note)
-    except KeyboardInterrupt:
-        agent.cancel()
-        if guard:
-            guard.restore()  # never leave the user's test changed
-        raise
+    # One checkpoint group for the whole fix: one `clover undo` reverts every tool edit of it.
+    with CheckpointStore(opts.root).group(f"clover fix {opts.test}"):
+        try:
+            for attempt in range(1, opts.attempts + 1):
+                if log is not None:
+                    log.write(f"attempt {attempt}/{opts.attempts}\n")
+                record: TurnRecord = drive_turn_interruptibly(agent, text, log=log)
+                result.turns.append({"attempt": attempt, "reason": record.reason,
+                                     "tool_calls": record.tool_calls, "errors": record.errors,
+                                     "final_text": record.final_text})
+                reverted = guard.restore() if guard else []
+                result.reverted_test_edits.extend(r for r in reverted if r not in result.reverted_test_edits)
+                result.attempts = attempt
+                run = run_test(opts, argv, checked=checked)
+                if run.passed:
+                    break
+                notes = [_prompt("fix_test_reverted.md", files=_listing(reverted))] if reverted else []
+                if run.unproven and run.returncode == 0 and not run.timed_out:
+                    notes.append(_prompt("fix_unproven.md", why=run.unproven))
+                note = "\n".join(notes)
+                text = _prompt("fix_retry.md", attempt=attempt + 1, attempts=opts.attempts,
+                               command=command_text, output=trim_output(run.output, opts.output_chars),
+                               note=note)
+        except KeyboardInterrupt:  # the turn was cancelled (its running tool stopped) and has ended
+            if guard:
+                guard.restore()  # never leave the user's test changed
+            raise
     result.passed = run.passed
     result.status = "fixed" if run.passed else "failed"
     result.test_output = run.output
+    result.unproven = run.unproven
     after = snapshot_tree(opts.root)
     result.diff = diff_trees(opts.root, before, after) if before and after else _agent_diff(agent)
     result.changed_files = _changed_files(result.diff) or list(getattr(agent, "changed_files", []))

@@ -73,6 +73,27 @@ def drive_turn(agent, text: str, *, log: TextIO | None = None,
     return record
 
 
+def drive_turn_interruptibly(agent, text: str, *, log: TextIO | None = None,
+                             grace: float = 5.0, **kwargs) -> TurnRecord:
+    """drive_turn on a worker thread, so that Ctrl-C reaches the caller at once.
+
+    On KeyboardInterrupt the agent is cancelled (which also stops a running tool), the turn gets
+    up to `grace` seconds to wind down, and the KeyboardInterrupt is re-raised.
+    """
+    box: dict[str, TurnRecord] = {}
+    worker = threading.Thread(target=lambda: box.setdefault("record", drive_turn(agent, text, log=log, **kwargs)),
+                              name="clover-turn", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.2)
+    except KeyboardInterrupt:
+        agent.cancel()
+        worker.join(grace)
+        raise
+    return box.get("record") or TurnRecord(errors=["the turn ended without a result"])
+
+
 class LockedBackend:
     """Shares one in-process model between worker threads: one generation at a time.
 

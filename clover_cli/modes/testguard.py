@@ -2,8 +2,10 @@
 
 The agent's writing tools refuse protected paths (AgentConfig.protected_paths), but a shell
 command can still write them; the guard snapshots their bytes and restores them after each turn.
-Protected: the test file(s) named by TEST, and every conftest.py between them and the root
-(existing or not: a new conftest.py could skip the test).
+Protected: the test file(s) named by TEST, and in every folder between them and the root the
+files that shape how pytest runs them: conftest.py and the configuration files pytest reads
+(pytest.ini, .pytest.ini, pyproject.toml, tox.ini, setup.cfg) — existing or not: a new
+conftest.py or pytest.ini could skip or deselect the test.
 """
 from __future__ import annotations
 
@@ -14,6 +16,9 @@ from pathlib import Path
 SKIP_DIRS = {".git", ".clover", ".venv", "venv", "node_modules", "__pycache__", "site-packages",
              ".tox", ".nox", "build", "dist"}
 MAX_FALLBACK_FILES = 2000
+# Per folder, what pytest reads besides the tests: conftest.py, then the config files it
+# searches for its inifile/rootdir (pytest docs, "Configuration: initialization").
+GUARD_NAMES = ("conftest.py", "pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
 
 
 def _is_test_name(name: str) -> bool:
@@ -28,15 +33,16 @@ def _inside(root: Path, path: Path) -> str | None:
         return None
 
 
-def _conftests(root: Path, start: Path) -> list[str]:
+def _folder_guards(root: Path, start: Path) -> list[str]:
+    """conftest.py and the pytest config files of every folder from `start` up to root."""
     out: list[str] = []
     folder = start if start.is_dir() else start.parent
     folder = folder.resolve()
     while True:
-        rel = _inside(root, folder / "conftest.py")
-        if rel is None:
+        if _inside(root, folder) is None:
             break
-        out.append(rel)
+        out.extend(rel for name in GUARD_NAMES
+                   if (rel := _inside(root, folder / name)) is not None)
         if folder == root:
             break
         folder = folder.parent
@@ -59,7 +65,8 @@ def protected_test_paths(test: str, root: Path) -> list[str]:
     """Repo-relative paths the agent must not change while fixing TEST.
 
     TEST may be a node id (`tests/test_x.py::test_y`), a file or folder, or an option expression
-    (`-k name`); with no path in it, every test_*.py / *_test.py / conftest.py under root counts.
+    (`-k name`); with no path in it, every test_*.py / *_test.py / conftest.py under root counts,
+    and the root's pytest config files.
     """
     root = Path(root).resolve()
     tokens = shlex.split(test) if test.lstrip().startswith("-") else [test]
@@ -72,9 +79,9 @@ def protected_test_paths(test: str, root: Path) -> list[str]:
         if rel is None or rel == "." or not candidate.exists():
             continue
         paths.append(rel)
-        paths.extend(_conftests(root, candidate))
+        paths.extend(_folder_guards(root, candidate))
     if not paths:
-        paths = _fallback(root)
+        paths = _fallback(root) + _folder_guards(root, root)
     return list(dict.fromkeys(paths))
 
 

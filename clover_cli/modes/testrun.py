@@ -15,7 +15,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-DEFAULT_FIX_CMD = "python -m pytest -x -q {test}"
+DEFAULT_FIX_CMD = "python -m pytest -x -q -p no:cacheprovider -o addopts= {test}"
 DEFAULT_EVAL_CMD = "python -m pytest -q -rA -p no:cacheprovider {tests}"
 PYTEST_USAGE_ERROR = 4
 PYTEST_NO_TESTS = 5
@@ -38,10 +38,11 @@ class TestRun:
     output: str  # stdout and stderr together
     seconds: float
     timed_out: bool = False
+    unproven: str | None = None  # why the run does not prove the test passed (exit 0 or not)
 
     @property
     def passed(self) -> bool:
-        return self.returncode == 0 and not self.timed_out
+        return self.returncode == 0 and not self.timed_out and self.unproven is None
 
 
 def project_test_cmd(root: Path) -> str | None:

@@ -51,7 +51,9 @@ def test_edits_to_the_test_are_refused_and_reverted(calc_repo, tmp_path):
     result = json.loads(proc.stdout)
     assert result["status"] == "failed" and result["passed"] is False and result["attempts"] == 1
     assert result["reverted_test_edits"] == ["tests/test_add.py"]      # the shell edit, put back
-    assert result["protected"] == ["tests/test_add.py", "tests/conftest.py", "conftest.py"]
+    configs = ["pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg"]
+    assert result["protected"] == ["tests/test_add.py", "tests/conftest.py", *[f"tests/{c}" for c in configs],
+                                   "conftest.py", *configs]
     assert result["diff"] == ""
     assert "FAILED edit_file" in proc.stderr and "FAILED write_file" in proc.stderr
     assert (repo / "tests" / "test_add.py").read_text() == TEST_ADD
@@ -125,4 +127,5 @@ def test_outside_git_with_a_k_expression_and_the_group_root_option(calc_repo, tm
     result = json.loads(proc.stdout)
     assert result["command"][-2:] == ["-k", "add"]
     assert "+    return a + b" in result["diff"] and result["changed_files"] == ["calc.py"]
-    assert result["protected"] == ["conftest.py", "tests/test_add.py", "tests/test_mul.py"]
+    assert result["protected"] == ["conftest.py", "tests/test_add.py", "tests/test_mul.py", "pytest.ini",
+                                   ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg"]

@@ -53,18 +53,22 @@ def test_trim_and_summary():
 
 def test_protected_paths_and_guard(calc_repo):
     repo, _ = calc_repo
+    configs = ["pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg"]
+    tests_dir = ["tests/conftest.py"] + [f"tests/{c}" for c in configs]
     assert protected_test_paths("tests/test_add.py::test_add", repo) == [
-        "tests/test_add.py", "tests/conftest.py", "conftest.py"]
-    assert protected_test_paths("tests", repo) == ["tests", "tests/conftest.py", "conftest.py"]
-    assert protected_test_paths("-k add", repo) == ["conftest.py", "tests/test_add.py", "tests/test_mul.py"]
-    assert protected_test_paths("../outside.py", repo) == ["conftest.py", "tests/test_add.py",
-                                                          "tests/test_mul.py"]
+        "tests/test_add.py", *tests_dir, "conftest.py", *configs]
+    assert protected_test_paths("tests", repo) == ["tests", *tests_dir, "conftest.py", *configs]
+    every = ["conftest.py", "tests/test_add.py", "tests/test_mul.py", *configs]
+    assert protected_test_paths("-k add", repo) == every
+    assert protected_test_paths("../outside.py", repo) == every
     guard = TestFileGuard(repo, protected_test_paths("tests/test_add.py", repo))
     original = (repo / "tests" / "test_add.py").read_bytes()
     (repo / "tests" / "test_add.py").write_text("def test_add():\n    pass\n")
     (repo / "tests" / "conftest.py").write_text("collect_ignore = ['test_add.py']\n")
     (repo / "calc.py").write_text("changed\n")                     # not protected: stays
-    assert guard.restore() == ["tests/conftest.py", "tests/test_add.py"]
+    (repo / "setup.cfg").write_text("[tool:pytest]\naddopts = --collect-only\n")
+    assert guard.restore() == ["setup.cfg", "tests/conftest.py", "tests/test_add.py"]
+    assert not (repo / "setup.cfg").exists()
     assert (repo / "tests" / "test_add.py").read_bytes() == original
     assert not (repo / "tests" / "conftest.py").exists()
     assert (repo / "calc.py").read_text() == "changed\n"

@@ -1,0 +1,123 @@
+"""`clover fix` guards: a pass must be proven by pytest's report, config files are part of the
+test, one `clover undo` reverts the whole fix, Ctrl-C stops the agent's running command."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from modes_helpers import BUGGY, FIXED, clover, clover_env, git, tool_call, write_replay
+
+pytestmark = pytest.mark.slow
+TEST = "tests/test_add.py::test_add"
+COLLECT_ONLY = "[pytest]\naddopts = --collect-only\n"
+
+
+def _fix(repo, tmp_path, completions, *extra):
+    replay = write_replay(tmp_path / "r.json", completions)
+    return clover("fix", TEST, "--model", f"replay:{replay}", "--root", str(repo), "--json", *extra,
+                  cwd=tmp_path)
+
+
+def test_exit_zero_without_running_the_test_is_not_a_pass(calc_repo, tmp_path):
+    repo, _ = calc_repo
+    proc = _fix(repo, tmp_path, [
+        tool_call("write_file", path="calc.py", content="import os\nos._exit(0)\n"), "Done."],
+        "--attempts", "1")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["status"] == "failed" and result["passed"] is False and result["checked"] is True
+    assert result["unproven"] == "pytest wrote no test report (the run did not complete)"
+    assert (repo / "calc.py").read_text() == "import os\nos._exit(0)\n"   # the agent's edit stays
+
+
+def test_collect_only_config_does_not_pass_and_config_files_are_protected(calc_repo, tmp_path):
+    repo, _ = calc_repo
+    # allowed to edit the config: pytest's addopts are overridden, the test really runs and fails
+    proc = _fix(repo, tmp_path, [tool_call("write_file", path="pytest.ini", content=COLLECT_ONLY), "Done."],
+                "--attempts", "1", "--allow-test-edits")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "1 failed" in json.loads(proc.stdout)["test_output"]
+    (repo / "pytest.ini").unlink()
+
+    # not allowed: the tools refuse the config files and shell writes to them are put back
+    proc = _fix(repo, tmp_path, [
+        tool_call("write_file", path="pytest.ini", content=COLLECT_ONLY),
+        tool_call("run_shell", command="printf '[tool.pytest.ini_options]\\naddopts = \"-k nothing\"\\n' > pyproject.toml"),
+        "Done."], "--attempts", "1")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    result = json.loads(proc.stdout)
+    for name in ("pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini", "tests/pytest.ini", "tests/conftest.py"):
+        assert name in result["protected"], name
+    assert result["reverted_test_edits"] == ["pyproject.toml"]
+    assert "FAILED write_file" in proc.stderr
+    assert not (repo / "pytest.ini").exists() and not (repo / "pyproject.toml").exists()
+
+
+def test_one_undo_reverts_every_edit_of_the_fix(calc_repo, tmp_path):
+    repo, _ = calc_repo
+    readme = b"# calc\r\nno trailing newline"
+    (repo / "README.md").write_bytes(readme)
+    git(repo, "add", "README.md")
+    git(repo, "commit", "-qm", "readme")
+    proc = _fix(repo, tmp_path, [
+        tool_call("edit_file", path="calc.py", old="return a - b", new="return b - a"),
+        tool_call("edit_file", path="README.md", old="# calc", new="# calc (fixed)"),
+        tool_call("write_file", path="helpers.py", content="X = 1\n"),
+        "Swapped the operands.",
+        tool_call("edit_file", path="calc.py", old="return b - a", new="return a + b"),
+        "Now it adds."])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["attempts"] == 2 and sorted(result["changed_files"]) == ["README.md", "calc.py", "helpers.py"]
+    assert (repo / "calc.py").read_text() == FIXED
+
+    undo = clover("undo", "--root", str(repo), cwd=tmp_path)
+    assert undo.returncode == 0, undo.stdout + undo.stderr
+    assert (repo / "calc.py").read_bytes() == BUGGY.encode()
+    assert (repo / "README.md").read_bytes() == readme
+    assert not (repo / "helpers.py").exists()
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ", 1)[1][:1] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_ctrl_c_stops_the_agents_running_command(calc_repo, tmp_path):
+    repo, _ = calc_repo
+    pid_file = tmp_path / "sleep.pid"
+    replay = write_replay(tmp_path / "r.json", [
+        tool_call("run_shell", command=f"echo $$ > {pid_file}; exec sleep 301"), "Done."])
+    proc = subprocess.Popen([sys.executable, "-m", "clover_cli.cli", "fix", TEST, "--model", f"replay:{replay}",
+                             "--root", str(repo)], cwd=tmp_path, env=clover_env(), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    sleep_pid = None
+    try:
+        deadline = time.monotonic() + 60
+        while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.1)
+        sleep_pid = int(pid_file.read_text())
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+        assert proc.returncode == 130, out + err
+        assert "interrupted" in err
+        deadline = time.monotonic() + 5
+        while _alive(sleep_pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(sleep_pid), "the agent's command outlived clover fix"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if sleep_pid and _alive(sleep_pid):
+            os.kill(sleep_pid, signal.SIGKILL)
