@@ -85,4 +85,4 @@ def swebench(ctx: click.Context, instances, output, model, repos_dir, workdir, w
     click.echo(report.summary())
     click.echo(f"predictions: {opts.output}")
     click.echo(f"report: {report.path}")
-    sys.exit(1 if report.totals()["errors"] else 0)
+    sys.exit(1 if report.run_totals()["errors"] else 0)

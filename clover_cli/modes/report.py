@@ -3,6 +3,10 @@
 Per instance: status ("done" | "skipped" | "error"), the agent's finish reason, patch size,
 seconds, trajectory path, error message, and with --evaluate the local evaluation entry. Totals
 count them. Rewritten atomically after every instance, like the predictions.
+
+Entries of an earlier report for instances this run does not touch (a re-run with
+--instance-ids) are kept, like their lines in the predictions file: `totals` counts the whole
+report, `run_totals` only this run.
 """
 from __future__ import annotations
 
@@ -52,9 +56,18 @@ class BatchReport:
             self.instances[key] = entry
             self._write_locked()
 
-    def totals(self) -> dict:
-        """Counts over the instances recorded so far."""
-        entries = list(self.instances.values())
+    def merged(self) -> dict[str, dict]:
+        """Earlier entries for instances this run has not recorded, then this run's entries."""
+        kept = {k: v for k, v in self.previous.items() if k not in self.instances and isinstance(v, dict)}
+        return {**kept, **self.instances}
+
+    def run_totals(self) -> dict:
+        """Counts over the instances recorded by this run."""
+        return self.totals(self.instances)
+
+    def totals(self, instances: dict[str, dict] | None = None) -> dict:
+        """Counts over `instances` (default: the whole report, earlier entries included)."""
+        entries = list((self.merged() if instances is None else instances).values())
         evaluated = [e["evaluation"] for e in entries if isinstance(e.get("evaluation"), dict)]
         return {
             "instances": len(entries),
@@ -70,7 +83,7 @@ class BatchReport:
     def as_dict(self) -> dict:
         """The report as written to disk."""
         return {**self.header, "elapsed_s": round(time.monotonic() - self.started, 2),
-                "totals": self.totals(), "instances": self.instances}
+                "totals": self.totals(), "run_totals": self.run_totals(), "instances": self.merged()}
 
     def write(self) -> None:
         """Rewrite the report file."""
@@ -82,9 +95,12 @@ class BatchReport:
 
     def summary(self) -> str:
         """The lines printed on stdout at the end of a batch."""
-        t = self.totals()
+        t = self.run_totals()
         lines = [f"instances {t['instances']}: done {t['done']}, skipped {t['skipped']}, "
                  f"errors {t['errors']}, empty patches {t['empty_patches']}"]
+        kept = len(self.merged()) - len(self.instances)
+        if kept:
+            lines.append(f"the report also keeps {kept} earlier instance(s) not in this run")
         for key, entry in self.instances.items():
             if entry.get("status") == "error":
                 lines.append(f"  error {key}: {entry.get('error', '')}")

@@ -108,6 +108,12 @@ def test_rerun_skips_finished_and_redo_redoes(batch):
     assert preds["acme__beta-1"]["model_patch"] == ""                    # the idle agent changed nothing
     assert "+    return a + b" in preds["acme__alpha-1"]["model_patch"]  # kept
     assert "empty patches 1" in redo.stdout
+    report = json.loads((tmp / "preds.report.json").read_text())          # alpha-1 was not in this run:
+    assert report["instances"]["acme__alpha-1"]["status"] == "skipped"    # its entry is kept, like its prediction
+    assert report["instances"]["acme__alpha-1"]["evaluation"]["resolved"] is True
+    assert report["instances"]["acme__beta-1"]["status"] == "done"
+    assert report["totals"]["instances"] == 2 and report["run_totals"]["instances"] == 1
+    assert "keeps 1 earlier instance(s)" in redo.stdout
 
     (repos / "acme__beta").rename(tmp / "beta-moved")                  # a clone gone after the run
     gone = clover(*common, "--model", f"replay:{idle}", "--evaluate", cwd=tmp, timeout=300)

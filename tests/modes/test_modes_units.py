@@ -114,3 +114,15 @@ def test_report_totals_and_summary(tmp_path):
     assert "resolved 1/2 evaluated" in text and "not the official" in text
     assert "error line 3: line 3: not valid JSON" in text and "unresolved b (x)" in text
     assert BatchReport(report_path(out), {}).previous["a"]["status"] == "done"
+
+    rerun = BatchReport(report_path(out), {"evaluate": False})              # a re-run of "b" only
+    rerun.set("b", {"status": "done", "patch_lines": 3})
+    data = json.loads(report_path(out).read_text())
+    assert list(data["instances"]) == ["a", "line 3", "b"]                  # earlier entries kept
+    assert data["instances"]["a"]["evaluation"] == {"resolved": True}
+    assert data["totals"]["instances"] == 3 and data["totals"]["done"] == 2 and data["totals"]["errors"] == 1
+    assert data["run_totals"] == {"instances": 1, "done": 1, "skipped": 0, "errors": 0, "empty_patches": 0,
+                                  "evaluated": 0, "resolved": 0}
+    assert rerun.summary().splitlines()[:2] == [
+        "instances 1: done 1, skipped 0, errors 0, empty patches 0",
+        "the report also keeps 2 earlier instance(s) not in this run"]
