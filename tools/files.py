@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import stat
 from functools import lru_cache
 from pathlib import Path
 
@@ -25,7 +26,27 @@ def repo_files(root: Path, sub: Path | None = None) -> list[str]:
         files = _git_files(root, sub)
     else:
         files = _walk_files(root, sub)
-    return sorted(f for f in files if not _private(f))
+    base = str(root)
+    return sorted(f for f in files if not _private(f) and regular_inside(base, base + "/" + f))
+
+
+def regular_inside(root: str, full: str) -> bool:
+    """Whether `full` is a regular file whose real path stays inside `root` (a resolved path)
+    and outside Clover's private dir: symlinks that leave the root, dangling links, FIFOs,
+    sockets and devices are never listed, searched or mapped."""
+    try:
+        st = os.lstat(full)
+    except OSError:
+        return False
+    if stat.S_ISLNK(st.st_mode):
+        real = os.path.realpath(full)
+        if not real.startswith(root + os.sep) or _private(real[len(root) + 1:]):
+            return False
+        try:
+            st = os.stat(real)
+        except OSError:
+            return False
+    return stat.S_ISREG(st.st_mode)
 
 
 def _private(rel: str) -> bool:
@@ -48,9 +69,7 @@ def _git_files(root: Path, sub: Path) -> list[str]:
     for name in dict.fromkeys(res.stdout.decode("utf-8", "replace").split("\0")):
         if not name or not name.startswith(prefix):
             continue
-        full = top + "/" + name
-        if os.path.lexists(full) and not os.path.isdir(full):  # indexed but deleted: skip
-            out.append(name[len(prefix):])
+        out.append(name[len(prefix):])  # deleted, non-regular and escaping: repo_files filters
     return out
 
 

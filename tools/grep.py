@@ -8,9 +8,9 @@ import subprocess
 from pathlib import Path
 
 from .base import ToolResult
-from .files import glob_match, repo_files
+from .files import glob_match, regular_inside, repo_files
 from .paths import PRIVATE_DIR, PathError, relpath, resolve_in_root
-from .textio import is_binary
+from .textio import is_binary, read_regular
 
 MAX_MATCHES = 200
 MAX_LINE_CHARS = 300
@@ -29,6 +29,9 @@ def grep(root: Path, pattern: str, path: str | None = None, glob: str | None = N
         return ToolResult(False, f"invalid regular expression {pattern!r}: {exc}", {"error": "regex"})
     if not sub.exists():
         return ToolResult(False, f"{path} does not exist.", {"error": "not_found"})
+    if not (sub.is_dir() or sub.is_file()):  # a FIFO or device: reading it could block forever
+        return ToolResult(False, f"{path} is not a regular file or directory; not searched.",
+                          {"error": "not_regular"})
     root = Path(root).resolve()
     if shutil.which("rg"):
         found = _ripgrep(root, sub, pattern, glob, ignore_case)
@@ -60,15 +63,18 @@ def _clip(text: str) -> str:
 
 def _python_grep(root: Path, sub: Path, regex: re.Pattern, glob: str | None):
     targets = [relpath(root, sub)] if sub.is_file() else repo_files(root, sub)
+    base = str(root)
     matches, total, nfiles = [], 0, 0
     for rel in targets:
         if glob and not glob_match(rel, glob):
             continue
         full = root / rel
+        if not regular_inside(base, str(full)):  # symlinks out of the root, FIFOs, devices
+            continue
         try:
             if full.stat().st_size > MAX_FILE_BYTES:
                 continue
-            data = full.read_bytes()
+            data = read_regular(full)
         except OSError:
             continue
         if is_binary(data):

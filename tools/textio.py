@@ -14,6 +14,26 @@ class BinaryFileError(ValueError):
     """The file looks binary (it has a NUL byte near its start)."""
 
 
+class NotRegularFileError(OSError):
+    """The path is a FIFO, socket or device: reading it could block or never end."""
+
+
+def read_regular(path: Path | str) -> bytes:
+    """The bytes of a regular file; raises NotRegularFileError for anything else without blocking
+    (the open is non-blocking, so a FIFO with no writer cannot hang the caller)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFileError(f"{path} is not a regular file")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb") as fh:
+            fd = -1
+            return fh.read()
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
 def is_binary(data: bytes) -> bool:
     """Git's heuristic: a NUL byte in the first 8 KiB means binary."""
     return b"\x00" in data[:8192]

@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 from ..checkpoints import ensure_private_dir
-from ..textio import atomic_write
+from ..textio import atomic_write, read_regular
 from .languages import grammar_for, load_language
 from .tags import FileTags, python_tags, query_tags
 
@@ -28,7 +28,7 @@ def extract(root: Path, rel: str) -> FileTags | None:
     if spec is None:
         return None
     try:
-        data = (Path(root) / rel).read_bytes()
+        data = read_regular(Path(root) / rel)  # never blocks on a FIFO
     except OSError:
         return None
     if len(data) > MAX_FILE_BYTES or b"\x00" in data[:8192]:
