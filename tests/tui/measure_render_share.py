@@ -8,6 +8,8 @@ the CPU time of its UI thread (time.thread_time() in the event-loop thread: mess
 Markdown parsing, layout, compositing, and building the terminal output) and the turn's wall time
 and the CPU time of the whole process (CLOVER_TUI_PERF). Reported: UI CPU / turn wall time,
 UI CPU / process CPU (robust to other load on the machine), tokens/s in the TUI vs headless.
+Finally a long Markdown answer streamed by the replay backend at a fixed block rate gives the
+per-block rendering cost apart from the fixed cost of starting a turn.
 Without --model it uses the bundled tiny model when its weights exist, else a tiny random
 checkpoint built in a temp dir.
 """
@@ -97,6 +99,41 @@ def tui_turns(spec: str, root: Path, perf: Path, turns: int, denoise: bool) -> l
         subprocess.run([*tmux, "kill-server"], capture_output=True)
 
 
+ANSWER = ("Here is what I found in `greet.py`:\n\n" + "\n\n".join(
+    f"{n}. The function **greet{n}** builds a greeting and returns it; callers pass a name.\n\n"
+    f"```python\ndef greet{n}(name):\n    return 'hello ' + name\n```\n\n- checked\n- tested"
+    for n in range(1, 25)))
+
+
+def replay_stream(root: Path, blocks_per_second: float) -> dict:
+    """Per-block cost: a long Markdown answer streamed by the replay backend at a fixed rate of
+    128-character blocks, in the app run headless (everything but the terminal write)."""
+    import asyncio
+
+    from clover_cli.tui.app import CloverApp
+    from clover_cli.tui.bridge import SessionOptions
+
+    script = root.parent / "long.json"
+    script.write_text(json.dumps({"completions": [ANSWER] * 3}))
+    app = CloverApp(SessionOptions(model=f"replay:{script}", root=root, approval="read-only",
+                                   backend_options={"chunk_chars": 128, "delay": 1 / blocks_per_second}))
+    records = []
+
+    async def run() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            while app.chat.agent is None or app.chat.busy:
+                await pilot.pause(0.1)
+            for _ in range(3):
+                app.chat.send(PROMPT)
+                while app.chat.busy or app.chat.transcript.dirty:
+                    await asyncio.sleep(0.25)
+                records.append(dict(app.chat.last_perf))
+
+    asyncio.run(run())
+    return {"ui_share": statistics.median(r["ui_share"] for r in records),
+            "blocks": len(ANSWER) / 128, "wall_s": statistics.median(r["wall_s"] for r in records)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default=None)
@@ -121,6 +158,10 @@ def main() -> None:
             cpu = statistics.median(r["ui_cpu_s"] / r["process_cpu_s"] for r in recs)
             line += f"  UI CPU / turn wall {wall:.1%}  UI CPU / process CPU {cpu:.1%}"
         print(line)
+    for bps in (5.0, 20.0):
+        r = replay_stream(root, bps)
+        print(f"replay, {r['blocks']:.0f} blocks of 128 chars at {bps:g} blocks/s ({r['wall_s']:.1f} s/turn, "
+              f"headless app): UI CPU / turn wall {r['ui_share']:.1%}")
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ async def _ready(pilot) -> None:
 
 async def _steady(pilot) -> None:
     chat = pilot.app.chat
+    await wait_for(pilot, lambda: not chat.transcript.dirty and not chat.denoise.pending, what="a drawn frame")
     chat.status.set(tpf=2.5, tokens_per_second=50.0, context_used=1234)
     await pilot.pause(0.2)
 

@@ -95,3 +95,15 @@ def test_config_errors_name_the_file(tmp_path: Path):
         load_config(root)
     with pytest.raises(ConfigError, match="approval must be one of"):
         load_config(tmp_path, approval="sometimes")
+
+
+def test_markdown_split_keeps_open_blocks_in_the_tail():
+    from clover_cli.tui.widgets.markdown_stream import split_finished
+
+    assert split_finished("para one\n\npara two\n") == ("para one\n\n", "para two\n")
+    assert split_finished("para one\n\npara two") == ("", "para one\n\npara two")  # line unfinished
+    fenced = "intro\n\n```py\nx = 1\n\nnot a cut\n```\n\nafter\n"
+    assert split_finished(fenced) == ("intro\n\n```py\nx = 1\n\nnot a cut\n```\n\n", "after\n")
+    assert split_finished("intro\n\n```py\nx = 1\n\ny\n") == ("intro\n\n", "```py\nx = 1\n\ny\n")
+    lists = "1. a\n\n2. b\n\n- c\n\n  indented continuation\n\nend\n"
+    assert split_finished(lists) == ("1. a\n\n2. b\n\n- c\n\n  indented continuation\n\n", "end\n")

@@ -23,7 +23,9 @@ from clover_cli.tui.widgets.prompt_input import PromptInput
 from clover_cli.tui.widgets.status_bar import StatusBar
 from clover_cli.tui.widgets.transcript import Transcript
 
-FRAME_SECONDS = 1 / 15  # render at most 15 frames per second while streaming
+FRAME_SECONDS = 1 / 10  # render at most 10 frames per second while streaming (each may relayout)
+RENDER_BUDGET = 0.05  # share of the UI thread's time that drawing may take (docs/tui.md)
+MAX_FRAME_GAP = 1.0  # but text never waits longer than this
 QUIT_WINDOW_SECONDS = 3.0  # a second Ctrl+C within this window quits
 
 
@@ -40,7 +42,8 @@ class ChatScreen(SlashCommands, Screen):
         self.last_perf: dict[str, float] = {}
         self.options_before_switch: SessionOptions | None = None  # restored if /model fails
         self._quit_armed_until = 0.0
-        self._turn_clock: tuple[float, float] | None = None
+        self._turn_clock: tuple[float, float, float] | None = None
+        self._last_draw: tuple[float, float] | None = None  # (wall, UI CPU) at the last drawn frame
 
     # ----- layout
     def compose(self) -> ComposeResult:
@@ -75,9 +78,22 @@ class ChatScreen(SlashCommands, Screen):
         self.load(self.options.resume)
 
     def _frame(self) -> None:
-        """One render frame: flush buffered answer text and the latest denoise state."""
+        """One render frame: flush buffered text and the denoise state, within the render budget.
+
+        A frame is skipped (its text waits, coalesced) while the UI thread has used more than
+        RENDER_BUDGET of the time since the last drawn frame (and less than MAX_FRAME_GAP has
+        passed): on a slow machine the frame rate drops instead of the decoder losing time.
+        """
+        if not (self.transcript.dirty or self.denoise.pending):
+            return
+        now, cpu = time.perf_counter(), time.thread_time()
+        if self._last_draw is not None:
+            wall, used = now - self._last_draw[0], cpu - self._last_draw[1]
+            if used > RENDER_BUDGET * wall and wall < MAX_FRAME_GAP:
+                return
         self.transcript.flush()
         self.denoise.refresh_view()
+        self._last_draw = (now, cpu)
 
     # ----- loading
     def load(self, resume: str | None, backend: Any = None) -> None:

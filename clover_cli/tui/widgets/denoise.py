@@ -31,6 +31,11 @@ class DenoiseView(Static):
         """Remember the newest progress event (cheap; drawing happens at frame rate)."""
         self._latest = progress
 
+    @property
+    def pending(self) -> bool:
+        """True when a newer step waits to be drawn in the visible view."""
+        return self.display and self._latest is not None and self._latest is not self._drawn
+
     def clear(self) -> None:
         """Forget the current block (turn ended)."""
         self._latest = None

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from rich.markup import escape
-from textual.await_complete import AwaitComplete
-from textual.widgets import Collapsible, Markdown, Static
+from textual.widgets import Collapsible, Static
+
+from clover_cli.tui.widgets.markdown_stream import StreamedMarkdown
 
 
 class UserMessage(Static):
@@ -12,43 +13,6 @@ class UserMessage(Static):
     def __init__(self, text: str) -> None:
         super().__init__(escape(text), classes="user-message", markup=True)
         self.text = text
-
-
-class StreamedMarkdown(Markdown):
-    """Markdown that receives deltas and renders them in coalesced appends.
-
-    `push` only buffers; `flush` (called by the transcript's frame timer) appends everything
-    buffered since the last frame, and skips a frame while the previous append is still being
-    laid out — the same coalescing as Textual's MarkdownStream, with a capped frame rate.
-    """
-
-    def __init__(self, classes: str = "") -> None:
-        super().__init__("", classes=classes)
-        self._buffer: list[str] = []
-        self._inflight: AwaitComplete | None = None
-        self.text = ""  # everything pushed so far
-
-    def push(self, delta: str) -> None:
-        """Buffer a delta for the next frame."""
-        if delta:
-            self._buffer.append(delta)
-            self.text += delta
-
-    @property
-    def dirty(self) -> bool:
-        """True when buffered text waits for a frame."""
-        return bool(self._buffer)
-
-    def flush(self) -> bool:
-        """Append buffered text if the previous append has finished; True if it appended."""
-        if not self._buffer or not self.is_mounted:
-            return False
-        if self._inflight is not None and not self._inflight.is_done:
-            return False
-        chunk = "".join(self._buffer)
-        self._buffer.clear()
-        self._inflight = self.append(chunk)
-        return True
 
 
 class AssistantMessage(StreamedMarkdown):
