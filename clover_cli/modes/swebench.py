@@ -9,12 +9,12 @@ on. Nothing is fetched from the network.
 from __future__ import annotations
 
 import hashlib
+import queue
 import re
 import shutil
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -100,6 +100,15 @@ class _Batch:
     task_template: str
     running_agents: set = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    stopping: threading.Event = field(default_factory=threading.Event)  # set on Ctrl-C
+
+    def cancel_all(self) -> None:
+        """Stop taking instances and cancel every running agent (which stops its tools)."""
+        self.stopping.set()
+        with self.lock:
+            agents = list(self.running_agents)
+        for agent in agents:
+            agent.cancel()
 
 
 def _save_trajectory(batch: _Batch, inst: Instance, agent, trace: list[str]) -> str | None:
@@ -141,6 +150,8 @@ def _run_agent(batch: _Batch, inst: Instance, tree: Path, trace: _ListLog) -> tu
         agent = Agent(backend, cfg)
         with batch.lock:
             batch.running_agents.add(agent)
+        if batch.stopping.is_set():  # interrupted while this agent was being made
+            agent.cancel()
         task = render(batch.task_template, repo=inst.repo, instance_id=inst.instance_id,
                       problem_statement=inst.problem_statement)
         record = drive_turn(agent, task, log=trace)
@@ -149,7 +160,9 @@ def _run_agent(batch: _Batch, inst: Instance, tree: Path, trace: _ListLog) -> tu
             batch.running_agents.discard(agent)
         batch.provider.release(backend)
     entry = {"reason": record.reason, "tool_calls": record.tool_calls}
-    if record.reason == "error":
+    if batch.stopping.is_set() or record.reason == "cancelled":
+        entry["error"] = "interrupted (no prediction written)"
+    elif record.reason == "error":
         entry["error"] = "agent failed: " + ("; ".join(record.errors) or "unknown error")
     elif record.errors:
         entry["agent_errors"] = record.errors[-3:]
@@ -234,6 +247,50 @@ def _select(instances: list[Instance], wanted: list[str]) -> tuple[list[Instance
     return [by_id[i] for i in wanted if i in by_id], [i for i in wanted if i not in by_id]
 
 
+def _run_workers(batch: _Batch, work, items: list, workers: int, grace: float = 5.0) -> None:
+    """Run `work(item)` for every item on `workers` daemon threads.
+
+    On Ctrl-C every running agent is cancelled (their tools are stopped), no new item starts,
+    the workers get up to `grace` seconds to record their instance, and KeyboardInterrupt is
+    re-raised. Daemon threads (not a ThreadPoolExecutor, whose exit handler joins its workers)
+    so that a tool that ignores cancellation cannot hold the process.
+    """
+    todo: queue.SimpleQueue = queue.SimpleQueue()
+    for item in items:
+        todo.put(item)
+    failures: list[BaseException] = []
+
+    def loop() -> None:
+        while not batch.stopping.is_set():
+            try:
+                item = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                work(item)
+            except Exception as exc:  # a bug outside process_instance's own handling
+                failures.append(exc)
+                batch.stopping.set()
+                return
+
+    threads = [threading.Thread(target=loop, name=f"clover-swebench-{i}", daemon=True)
+               for i in range(min(workers, len(items)))]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            while t.is_alive():
+                t.join(0.2)
+    except KeyboardInterrupt:
+        batch.cancel_all()
+        deadline = time.monotonic() + grace
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        raise
+    if failures:
+        raise failures[0]
+
+
 def run_batch(opts: BatchOptions, factory, in_process: bool, *,
               progress_stream: TextIO | None = None, preloaded=None) -> BatchReport:
     """Run the whole batch; BatchError for bad input that stops it before it starts.
@@ -281,21 +338,9 @@ def run_batch(opts: BatchOptions, factory, in_process: bool, *,
         progress.finish(entry.get("status", "error"), f"{entry.get('status')} {inst.instance_id}")
         return entry
 
-    pool = ThreadPoolExecutor(max_workers=opts.workers, thread_name_prefix="clover-swebench")
-    futures = []
     try:
-        futures = [pool.submit(work, inst) for inst in selected]
-        for fut in as_completed(futures):
-            fut.result()
-    except KeyboardInterrupt:
-        for fut in futures:
-            fut.cancel()
-        with batch.lock:
-            for agent in list(batch.running_agents):
-                agent.cancel()
-        raise
+        _run_workers(batch, work, selected, opts.workers)
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
         progress.close()
         batch.provider.close()
         report.write()
