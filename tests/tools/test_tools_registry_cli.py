@@ -67,7 +67,8 @@ def test_cli_tool_contract(git_repo):
     assert res.returncode == 0
     out = json.loads(res.stdout)
     assert out == {"ok": True, "output": "     1\t# demo", "path": "README.md", "start_line": 1,
-                   "end_line": 1, "total_lines": 1, "truncated": False}
+                   "end_line": 1, "total_lines": 1, "truncated": False,
+                   "encoding": "utf-8"}
     res = clover("tool", "read_file", "--root", str(git_repo), "--args", '{"path": "missing"}')
     assert res.returncode == 0 and json.loads(res.stdout)["ok"] is False
     res = clover("tool", "run_shell", "--root", str(git_repo), "--args", '{"command": "exit 4"}')
