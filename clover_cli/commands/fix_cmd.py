@@ -31,8 +31,10 @@ def fix(ctx: click.Context, test, test_cmd, model, root, attempts, max_steps, ma
     """Make the failing TEST pass; the test is re-run by clover itself after each agent turn.
 
     TEST is a test id (tests/test_x.py::test_y), a file, or an option expression such as
-    "-k name" (put it after `--`). Changes the agent makes are checkpointed: `clover undo`
-    restores them, one edit per call. The test file(s) cannot be changed unless --allow-test-edits.
+    "-k name" (put it after `--`). The whole fix is one checkpoint group: one `clover undo`
+    restores every file the agent changed through its tools. The test file(s), conftest.py and
+    pytest's config files cannot be changed unless --allow-test-edits. Ctrl-C stops the agent
+    and its running command (exit 130).
     """
     from pathlib import Path
 
@@ -89,4 +91,4 @@ def _print_human(result) -> None:
     verdict = "PASSED" if result.passed else "FAILED"
     click.echo(f"{verdict} after {result.attempts} attempt(s): {command}")
     if result.passed and result.changed_files:
-        click.echo("Undo with `clover undo` (edits are checkpointed).")
+        click.echo("Undo the whole fix with `clover undo` (one checkpoint group).")
