@@ -2,6 +2,7 @@
 files. Hunks are located by their content, tolerantly; the whole patch applies or nothing does."""
 from __future__ import annotations
 
+import os
 import re
 import stat
 from dataclasses import dataclass
@@ -9,7 +10,7 @@ from pathlib import Path
 
 from .base import ToolResult
 from .matching import Match, describe_ambiguity, describe_failure, find_block
-from .paths import PathError, relpath, resolve_in_root
+from .paths import PathError, relpath, resolve_in_root, resolve_link_in_root
 from .patchtext import fix_hunk_counts, unwrap
 from .textio import decode, dominant_eol, encode, is_binary, split_lines
 from .writes import FileWrite, Plan, execute
@@ -175,11 +176,15 @@ def plan_patch(root: Path, patch: str) -> Plan:
             modes[rel] = stat.S_IMODE(full.stat().st_mode) if full.is_file() else None
         return state[rel]
 
-    def safe(name: str) -> str:
+    def safe(name: str, link_itself: bool = False) -> str:
+        """Repo-relative path; with link_itself a symlink names the link, not its target."""
+        resolve = resolve_link_in_root if link_itself else resolve_in_root
         try:
-            return relpath(root, resolve_in_root(root, name, for_write=True))
+            return relpath(root, resolve(root, name, for_write=True))
         except PathError as exc:
             raise PatchError(f"{exc}. Nothing was changed.") from None
+
+    links: dict[str, str] = {}  # repo-relative path -> link text, for symlinks created by renames
 
     for pf in patchset:
         src, dst = _names(pf)
@@ -198,21 +203,23 @@ def plan_patch(root: Path, patch: str) -> Plan:
             modes[rel] = new_mode
             summary.append(f"created {rel}")
         elif pf.is_removed_file or (dst is None and src):
-            rel = safe(_pick_existing(root, [src]))
+            rel = safe(_pick_existing(root, [src]), link_itself=True)
             data = current(rel)
             if data is None:
                 raise PatchError(f"{rel} does not exist, so it cannot be deleted. Nothing was changed.")
             if len(pf) and not is_binary(data):
-                rest, _ = apply_hunks(rel, data, list(pf))
-                if decode(rest)[0].strip():
-                    raise PatchError(f"the deletion of {rel} does not match its content. "
-                                     "Nothing was changed.")
+                _check_deleted_content(root / rel, rel, data, list(pf))
             state[rel] = None
             summary.append(f"deleted {rel}")
             notes = []
         else:
             if "rename from " in info:
-                src_rel, dst_rel = safe(src), safe(dst)
+                src_rel, dst_rel = safe(src, link_itself=True), safe(dst)
+                if (root / src_rel).is_symlink():  # rename the link itself, keeping its text
+                    if len(pf):
+                        raise PatchError(f"{src_rel} is a symlink; renaming it with content "
+                                         "changes is not supported. Nothing was changed.")
+                    links[dst_rel] = os.readlink(root / src_rel)
             else:
                 src_rel = dst_rel = safe(_pick_existing(root, [dst, src]))
             data = current(src_rel)
@@ -237,9 +244,26 @@ def plan_patch(root: Path, patch: str) -> Plan:
         if data != original[rel] or (data is not None and rel in modes and modes[rel] is not None
                                      and (root / rel).is_file()
                                      and stat.S_IMODE((root / rel).stat().st_mode) != modes[rel]):
-            plan.writes.append(FileWrite(rel, data, original[rel], modes.get(rel)))
+            plan.writes.append(FileWrite(rel, data, original[rel], modes.get(rel),
+                                         link=links.get(rel) if data is not None else None))
     plan.notes.insert(0, "; ".join(summary))
     return plan
+
+
+def _check_deleted_content(full: Path, rel: str, data: bytes, hunks: list) -> None:
+    """A deletion's hunks must remove the whole file; for a symlink they may instead remove
+    the link text, as `git diff` writes a deleted link."""
+    candidates = [data]
+    if full.is_symlink():
+        candidates.append(os.readlink(full).encode())
+    for content in candidates:
+        try:
+            rest, _ = apply_hunks(rel, content, hunks)
+        except PatchError:
+            continue
+        if not decode(rest)[0].strip():
+            return
+    raise PatchError(f"the deletion of {rel} does not match its content. Nothing was changed.")
 
 
 def apply_patch(root: Path, patch: str) -> ToolResult:

@@ -40,6 +40,30 @@ def resolve_in_root(root: Path, path: str | None, *, for_write: bool = False) ->
     return resolved
 
 
+def resolve_link_in_root(root: Path, path: str, *, for_write: bool = False) -> Path:
+    """Like resolve_in_root, but a symlink is returned as the link itself (its directory
+    resolved), for deleting or renaming the link rather than its target.
+
+    The link's target must still resolve inside the root (a link that leads outside is refused
+    as before), and the link must not sit in `.clover/` (or `.git/` for writes).
+    """
+    root_r = Path(root).resolve()
+    text = str(path)
+    candidate = Path(text)
+    full = candidate if candidate.is_absolute() else root_r / candidate
+    if full.name in ("", ".", "..") or not full.is_symlink():
+        return resolve_in_root(root, path, for_write=for_write)
+    resolve_in_root(root, path, for_write=for_write)  # the target stays inside the root
+    parent = resolve_in_root(root, str(full.parent), for_write=for_write)
+    link = parent / full.name
+    rel = link.relative_to(root_r)
+    if rel.parts and rel.parts[0] == PRIVATE_DIR:
+        raise PathError(f"refused: {text!r} is inside {PRIVATE_DIR}/, Clover's private state")
+    if for_write and rel.parts and rel.parts[0] == ".git":
+        raise PathError(f"refused: {text!r} is inside .git/; tools never write git internals")
+    return link
+
+
 def _has_symlink_parent(root: Path, full: Path) -> bool:
     probe = full
     while probe != probe.parent:
@@ -50,6 +74,12 @@ def _has_symlink_parent(root: Path, full: Path) -> bool:
 
 
 def relpath(root: Path, path: Path) -> str:
-    """The repository-relative POSIX form of an already resolved path."""
-    rel = Path(path).resolve().relative_to(Path(root).resolve())
+    """The repository-relative POSIX form of an already resolved path (a symlink from
+    resolve_link_in_root keeps its own name)."""
+    path = Path(path)
+    if path.is_symlink():
+        path = path.parent.resolve() / path.name
+    else:
+        path = path.resolve()
+    rel = path.relative_to(Path(root).resolve())
     return rel.as_posix() or "."

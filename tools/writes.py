@@ -19,6 +19,7 @@ class FileWrite:
     new: bytes | None
     old: bytes | None
     mode: int | None = None
+    link: str | None = None   # create a symlink with this text instead of writing `new`
 
 
 @dataclass
@@ -47,7 +48,9 @@ def execute(root: Path, plan: Plan, label: str) -> ToolResult | None:
             full = root / w.path
             if w.new is None:
                 if full.exists() or full.is_symlink():
-                    os.unlink(full)
+                    os.unlink(full)  # a symlink is removed itself, never its target
+            elif w.link is not None:
+                _write_link(full, w.link)
             else:
                 atomic_write(full, w.new, w.mode)
     except OSError as exc:
@@ -55,6 +58,16 @@ def execute(root: Path, plan: Plan, label: str) -> ToolResult | None:
         return ToolResult(False, f"write failed, every file was restored: {exc}", {"error": "write"})
     store.finish(cp)
     return None
+
+
+def _write_link(full: Path, target: str) -> None:
+    """Create (or atomically replace) the symlink `full` -> `target`."""
+    full.parent.mkdir(parents=True, exist_ok=True)
+    tmp = full.parent / f".{full.name}.clover-link"
+    if tmp.is_symlink() or tmp.exists():
+        os.unlink(tmp)
+    os.symlink(target, tmp)
+    os.replace(tmp, full)
 
 
 def _text_lines(data: bytes | None) -> list[str] | None:
