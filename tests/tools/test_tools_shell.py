@@ -127,6 +127,11 @@ def test_cancel_kills_the_group_promptly(plain_dir):
     set_at = time.monotonic()
     cancel.set()
     worker.join(5)
+    if not _wait_dead(pid, 0.5):  # never leave a sleeper behind, even when the assertions below fail
+        import os
+        import signal
+        os.kill(pid, signal.SIGKILL)
+        raise AssertionError("the background child survived the cancellation")
     assert not worker.is_alive()
     res = box["res"]
     assert box["done"] - set_at < 0.5
