@@ -75,8 +75,19 @@ def _selects(case: Case, target: str) -> bool:
     return False
 
 
-def check_cases(cases: list[Case] | None, test: str) -> str | None:
-    """Why the report does not prove TEST passed, or None when it does."""
+def _relative(test: str, root: Path | None) -> str:
+    path, sep, rest = test.partition("::")
+    if root is not None and Path(path).is_absolute():
+        try:
+            return Path(path).resolve().relative_to(Path(root).resolve()).as_posix() + sep + rest
+        except ValueError:
+            pass
+    return test
+
+
+def check_cases(cases: list[Case] | None, test: str, root: Path | None = None) -> str | None:
+    """Why the report does not prove TEST passed, or None when it does (`root`: where the
+    test ran, to read an absolute node id)."""
     if cases is None:
         return "pytest wrote no test report (the run did not complete)"
     executed = [c for c in cases if c.outcome != "skipped"]
@@ -86,7 +97,7 @@ def check_cases(cases: list[Case] | None, test: str) -> str | None:
     if bad:
         return f"{len(bad)} test(s) failed or errored"
     if "::" in test and not test.lstrip().startswith("-"):
-        target = mangle_node_id(test.strip())
+        target = mangle_node_id(_relative(test.strip(), root))
         mine = [c for c in cases if _selects(c, target)]
         if not mine:
             return f"{test} is not among the tests that ran"

@@ -100,7 +100,7 @@ def run_test(opts: FixOptions, argv: list[str], first: bool = False, checked: bo
             with tempfile.TemporaryDirectory(prefix="clover-fix-") as tmp:
                 report = Path(tmp) / "report.xml"
                 run = run_tests(argv + [junit_arg(report)], opts.root, opts.test_timeout)
-                why = check_cases(read_junit(report), opts.test)
+                why = check_cases(read_junit(report), opts.test, opts.root)
             run = replace(run, argv=tuple(argv), unproven=why)
         else:
             run = run_tests(argv, opts.root, opts.test_timeout)

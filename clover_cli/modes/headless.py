@@ -81,15 +81,21 @@ def drive_turn_interruptibly(agent, text: str, *, log: TextIO | None = None,
     up to `grace` seconds to wind down, and the KeyboardInterrupt is re-raised.
     """
     box: dict[str, TurnRecord] = {}
-    worker = threading.Thread(target=lambda: box.setdefault("record", drive_turn(agent, text, log=log, **kwargs)),
-                              name="clover-turn", daemon=True)
-    worker.start()
+    done = threading.Event()  # not Thread.join: a join interrupted by Ctrl-C may not wait again
+
+    def work() -> None:
+        try:
+            box["record"] = drive_turn(agent, text, log=log, **kwargs)
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="clover-turn", daemon=True).start()
     try:
-        while worker.is_alive():
-            worker.join(0.2)
+        while not done.wait(0.2):
+            pass
     except KeyboardInterrupt:
         agent.cancel()
-        worker.join(grace)
+        done.wait(grace)
         raise
     return box.get("record") or TurnRecord(errors=["the turn ended without a result"])
 

@@ -259,33 +259,35 @@ def _run_workers(batch: _Batch, work, items: list, workers: int, grace: float = 
     for item in items:
         todo.put(item)
     failures: list[BaseException] = []
+    count = min(workers, len(items))
+    finished = threading.Semaphore(0)  # one release per worker that has ended
 
     def loop() -> None:
-        while not batch.stopping.is_set():
-            try:
-                item = todo.get_nowait()
-            except queue.Empty:
-                return
-            try:
+        try:
+            while not batch.stopping.is_set():
+                try:
+                    item = todo.get_nowait()
+                except queue.Empty:
+                    return
                 work(item)
-            except Exception as exc:  # a bug outside process_instance's own handling
-                failures.append(exc)
-                batch.stopping.set()
-                return
+        except Exception as exc:  # a bug outside process_instance's own handling
+            failures.append(exc)
+            batch.stopping.set()
+        finally:
+            finished.release()
 
-    threads = [threading.Thread(target=loop, name=f"clover-swebench-{i}", daemon=True)
-               for i in range(min(workers, len(items)))]
-    for t in threads:
-        t.start()
+    for i in range(count):
+        threading.Thread(target=loop, name=f"clover-swebench-{i}", daemon=True).start()
+    waiting = count  # Semaphore waits, not Thread.join: an interrupted join may not wait again
     try:
-        for t in threads:
-            while t.is_alive():
-                t.join(0.2)
+        while waiting:
+            if finished.acquire(timeout=0.2):
+                waiting -= 1
     except KeyboardInterrupt:
         batch.cancel_all()
         deadline = time.monotonic() + grace
-        for t in threads:
-            t.join(max(0.0, deadline - time.monotonic()))
+        while waiting and finished.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            waiting -= 1
         raise
     if failures:
         raise failures[0]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from clover_cli.modes.evidence import PYTEST_GUARD_ARGS, Case, check_cases, junit_arg, mangle_node_id, read_junit
 from modes_helpers import run
@@ -30,6 +31,7 @@ def test_check_cases_rules():
     assert check_cases([Case("sub.tests.test_x", "test_a", "passed")], "tests/test_x.py::test_a") is None  # rootdir above
     assert check_cases([Case("xtests.test_x", "test_a", "passed")], "tests/test_x.py::test_a") is not None
     assert check_cases([ok], "-k test_a") is None
+    assert check_cases([ok], "/r/tests/test_x.py::test_a", root=Path("/r")) is None        # absolute node id
 
 
 def test_real_report(tmp_path):
