@@ -31,7 +31,7 @@ def tool(name: str, root: str, args_json: str) -> None:
     from clover_cli.tools.registry import ToolArgumentError, run_tool, validate_args
     try:
         args = json.loads(args_json)
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # JSONDecodeError, and huge-integer ValueError
         _fail(f"--args is not valid JSON: {exc}")
     try:
         validate_args(name, args)
