@@ -168,7 +168,8 @@ def run_fix(opts: FixOptions, make_backend: Callable[[], object], *,
                        protected=[] if opts.allow_test_edits else protected)
     text = _prompt("fix_task.md", test=opts.test, command=command_text,
                    output=trim_output(first.output, opts.output_chars),
-                   guard=_prompt("fix_guard.md", protected=_listing(protected)) if guard else "")
+                   guard=_prompt("fix_guard.md", protected=_listing(
+                       [p for p in protected if (opts.root / p).exists()] or protected)) if guard else "")
     run = first
     # One checkpoint group for the whole fix: one `clover undo` reverts every tool edit of it.
     with CheckpointStore(opts.root).group(f"clover fix {opts.test}"):

@@ -55,6 +55,8 @@ def test_collect_only_config_does_not_pass_and_config_files_are_protected(calc_r
     for name in ("pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini", "tests/pytest.ini", "tests/conftest.py"):
         assert name in result["protected"], name
     assert result["reverted_test_edits"] == ["pyproject.toml"]
+    session = (repo / ".clover" / "sessions" / f"{result['session_id']}.jsonl").read_text()
+    assert "refused and reverted: tests/test_add.py, conftest.py\\n" in session   # the model sees existing files
     assert "FAILED write_file" in proc.stderr
     assert not (repo / "pytest.ini").exists() and not (repo / "pyproject.toml").exists()
 
