@@ -210,6 +210,9 @@ class Agent:
             for cid, call in calls:
                 result = yield from self._run_call(cid, call, stats)
                 tool_errors = 0 if result.ok else tool_errors + 1
+            if self._cancel.is_set():  # every call has its result message; nothing more runs
+                yield from self._finish("cancelled", "", stats)
+                return
             for err in errors:
                 self._add({"role": "user", "content": observation(
                     "format_error", message=err.message, snippet=err.snippet), "format_error": True})

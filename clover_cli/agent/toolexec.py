@@ -5,9 +5,11 @@ ToolResult through StopIteration (use `result = yield from execute_call(...)`).
 """
 from __future__ import annotations
 
+import inspect
 import posixpath
 import queue
 import threading
+import time
 from concurrent.futures import Future, TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +21,7 @@ from clover_cli.agent.prompt_files import observation
 from clover_cli.tools.base import ToolResult
 
 _DONE = object()
+CANCEL_GRACE = 3.0  # seconds a cancelled tool gets to stop before the turn goes on without it
 
 
 @dataclass
@@ -108,15 +111,19 @@ def execute_call(call_id: str, name: str, args: dict, ctx: CallContext) -> Itera
 
 
 def _run_streaming(call_id: str, name: str, args: dict, ctx: CallContext) -> Iterator[AgentEvent]:
-    """Runs the tool in a worker thread and yields its output chunks as they come."""
+    """Runs the tool in a worker thread and yields its output chunks as they come.
+
+    The agent's cancel event goes to the tool (run_shell kills its process group). If the tool
+    has not stopped CANCEL_GRACE seconds after a cancel, the turn goes on without it."""
     from clover_cli.tools import registry
 
     chunks: queue.Queue = queue.Queue()
     holder: dict[str, ToolResult] = {}
+    output: list[str] = []
 
     def work() -> None:
         try:
-            holder["result"] = registry.run_tool(name, args, ctx.root, on_output=chunks.put, timeout=ctx.timeout)
+            holder["result"] = _call_tool(registry.run_tool, name, args, ctx, chunks.put)
         except Exception as e:  # a tool bug must not kill the session; the model reads it
             holder["result"] = ToolResult(False, f"tool {name} failed unexpectedly: {type(e).__name__}: {e}",
                                           {"error": "crash"})
@@ -124,10 +131,40 @@ def _run_streaming(call_id: str, name: str, args: dict, ctx: CallContext) -> Ite
             chunks.put(_DONE)
 
     threading.Thread(target=work, name=f"tool-{name}", daemon=True).start()
+    cancelled_at: float | None = None
     while True:
-        item = chunks.get()
+        if cancelled_at is None and ctx.cancel.is_set():
+            cancelled_at = time.monotonic()
+        if cancelled_at is not None and time.monotonic() - cancelled_at > CANCEL_GRACE:
+            partial = "".join(output)[-2000:]
+            text = (partial + "\n" if partial else "") + observation("cancelled_running", name=name)
+            return ToolResult(False, text, {"error": "cancelled", "cancelled": True})
+        try:
+            item = chunks.get(timeout=0.05)
+        except queue.Empty:
+            continue
         if item is _DONE:
             break
         if isinstance(item, str) and item:
+            output.append(item)
             yield ToolOutput(call_id, name, item)
-    return holder["result"]
+    result = holder["result"]
+    if (result.details or {}).get("cancelled") or (cancelled_at is not None and not result.ok):
+        note = observation("cancelled_running", name=name)
+        text = result.output if note in (result.output or "") else (result.output or "").rstrip() + "\n" + note
+        return ToolResult(False, text.lstrip("\n"), {**(result.details or {}), "error": "cancelled", "cancelled": True})
+    return result
+
+
+def _call_tool(run_tool: Callable, name: str, args: dict, ctx: CallContext, on_output) -> ToolResult:
+    """run_tool with the cancel event when the tools layer accepts one."""
+    if _accepts_cancel(run_tool):
+        return run_tool(name, args, ctx.root, on_output=on_output, timeout=ctx.timeout, cancel=ctx.cancel)
+    return run_tool(name, args, ctx.root, on_output=on_output, timeout=ctx.timeout)
+
+
+def _accepts_cancel(fn: Callable) -> bool:
+    try:
+        return "cancel" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False

@@ -8,6 +8,7 @@ need a yes is answered "no" and the model is told why. Exit 0: the turn ended no
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 
@@ -76,13 +77,75 @@ def run(ctx: click.Context, task, model, root, approval, max_steps, as_json, she
     except SessionError as e:
         _fail_args(str(e))
 
-    previous = signal.signal(signal.SIGINT, lambda *_: agent.cancel())
+    previous = signal.signal(signal.SIGINT, _Interrupts(agent))
     try:
         reason = _drive(agent, task, as_json)
     finally:
         signal.signal(signal.SIGINT, previous)
         backend.close()
     sys.exit(0 if reason == "done" else 1)
+
+
+class _Interrupts:
+    """SIGINT: the first cancels the turn (it ends "cancelled", exit 1); the second exits at once
+    with 130; from then on the default handler kills the process even if Python is stuck."""
+
+    def __init__(self, agent) -> None:
+        self.agent = agent
+        self.count = 0
+
+    def __call__(self, *_: object) -> None:
+        self.count += 1
+        if self.count == 1:
+            self.agent.cancel()
+            _say("\nclover run: cancelling (press Ctrl+C again to quit now)")
+            return
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        _say("\nclover run: interrupted")
+        try:
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            pass
+        os._exit(130)
+
+
+def _say(message: str) -> None:
+    try:
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _turn_events(agent, task: str):
+    """The turn's events, produced by a worker thread: the main thread only waits (with a
+    timeout, so Ctrl+C is handled at once even while the model or a tool is busy)."""
+    import queue
+    import threading
+
+    events: queue.Queue = queue.Queue()
+    end = object()
+
+    def work() -> None:
+        try:
+            for e in agent.run_turn(task):
+                events.put(e)
+        except BaseException as e:  # re-raised in the main thread
+            events.put(e)
+        finally:
+            events.put(end)
+
+    threading.Thread(target=work, name="clover-run-turn", daemon=True).start()
+    while True:
+        try:
+            item = events.get(timeout=0.1)
+        except queue.Empty:
+            continue
+        if item is end:
+            return
+        if isinstance(item, BaseException):
+            raise item
+        yield item
 
 
 def _drive(agent, task: str, as_json: bool) -> str:
@@ -114,7 +177,7 @@ def _drive(agent, task: str, as_json: bool) -> str:
             text("\n")
         text(s + "\n")
 
-    for e in agent.run_turn(task):
+    for e in _turn_events(agent, task):
         if isinstance(e, ev.ApprovalRequested):
             if agent.policy.is_writing(e.name):
                 feedback = observation("run_no_edit", mode=agent.config.approval)

@@ -28,7 +28,8 @@ def sse_tool_call(call_id: str, name: str, arg_pieces: list[str], text: str = ""
 
 class ScriptedServer:
     """Answers each POST with the next scripted response: a list of SSE chunks, or
-    {"status": N, "body": {...}} for an error, or {"sleep": seconds} to stall."""
+    {"status": N, "body": {...}} for an error, or {"sleep": seconds} to stall, or
+    {"raw": bytes, "type": content type} for any body, or {"sse": [chunks], "done": bool}."""
 
     def __init__(self, responses: list) -> None:
         self.responses = list(responses)
@@ -44,6 +45,26 @@ class ScriptedServer:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 outer.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
                 resp = outer.responses.pop(0) if outer.responses else sse_text("")
+                if isinstance(resp, dict) and "raw" in resp:  # any 200 answer: {"raw": bytes, "type": ...}
+                    self.send_response(resp.get("status", 200))
+                    if resp.get("type"):
+                        self.send_header("Content-Type", resp["type"])
+                    self.send_header("Content-Length", str(len(resp["raw"])))
+                    self.end_headers()
+                    self.wfile.write(resp["raw"])
+                    return
+                if isinstance(resp, dict) and "sse" in resp:  # {"sse": [chunks], "done": False}: cut off
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.end_headers()
+                    for chunk in resp["sse"]:
+                        data = chunk if isinstance(chunk, str) else json.dumps(chunk)
+                        self.wfile.write(f"data: {data}\n\n".encode())
+                    if resp.get("done", True):
+                        self.wfile.write(b"data: [DONE]\n\n")
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
                 if isinstance(resp, dict) and "sleep" in resp:
                     time.sleep(resp["sleep"])
                     return

@@ -210,3 +210,55 @@ def test_config_validation(tmp_path):
         AgentConfig(root=tmp_path / "nope")
     with pytest.raises(ValueError, match="bad session id"):
         AgentConfig(root=tmp_path, session_id="../escape")
+
+
+def test_cancel_stops_a_running_shell_command(tmp_path):
+    import time
+    repo = make_repo(tmp_path / "repo", git=False)
+    script = [call("run_shell", command="echo started; sleep 30; touch late.txt") +
+              call("read_file", path="calc.py"), "Second turn answer."]
+    agent = new_agent(repo, script, approval="yolo", max_consecutive_errors=1)
+    started = {}
+
+    def on_event(ev):
+        from clover_cli.agent.events import ToolOutput
+        if isinstance(ev, ToolOutput) and "started" in ev.text and not started:
+            started["t"] = time.monotonic()
+            threading.Thread(target=agent.cancel).start()
+
+    events = drive(agent, "go", on_event=on_event, timeout=20)
+    took = time.monotonic() - started["t"]
+    assert events[-1].reason == "cancelled" and took < 3.5, took
+    results = of(events, ToolFinished)
+    assert [(r.name, r.ok) for r in results] == [("run_shell", False), ("read_file", False)]
+    assert "started" in results[0].output and "cancelled" in results[0].output
+    assert results[1].output.startswith("Not run")
+    msgs = agent.messages
+    assert [m["role"] for m in msgs] == ["system", "user", "assistant", "tool", "tool"]
+    assert [m["tool_call_id"] for m in msgs[3:]] == [c["id"] for c in msgs[2]["tool_calls"]]
+    time.sleep(0.3)
+    assert not (repo / "late.txt").exists()
+    end2 = drive(agent, "continue")[-1]
+    assert (end2.reason, end2.final_text) == ("done", "Second turn answer.")
+
+
+def test_cancel_during_approval_ends_cancelled_not_on_the_error_limit(tmp_path):
+    repo = make_repo(tmp_path / "repo", git=False)
+    script = [call("write_file", path="x.txt", content="x") + call("write_file", path="y.txt", content="y"),
+              "unused"]
+    agent = new_agent(repo, script, approval="ask", max_consecutive_errors=1)
+
+    def on_event(ev):
+        if isinstance(ev, ApprovalRequested):
+            agent.cancel()  # never answered
+
+    import queue as q
+    out, seen = q.Queue(), []
+    threading.Thread(target=lambda: [out.put(e) for e in agent.run_turn("go")], daemon=True).start()
+    while not seen or not isinstance(seen[-1], TurnFinished):
+        seen.append(out.get(timeout=10))
+        on_event(seen[-1])
+    assert seen[-1].reason == "cancelled"
+    assert [m["role"] for m in agent.messages][-3:] == ["assistant", "tool", "tool"]
+    assert all("cancelled" in m["content"] for m in agent.messages[-2:])
+    assert not (repo / "x.txt").exists() and not (repo / "y.txt").exists()

@@ -174,3 +174,57 @@ def test_call_cut_off_by_token_limit_is_not_run(tmp_path):
     assert "return a - b" in (repo / "calc.py").read_text()
     error = srv.requests[1]["body"]["messages"][-1]["content"]
     assert "reached the token limit before this tool call was complete" in error
+
+
+def _error_of(response, **opts):
+    with ScriptedServer([response]) as srv:
+        b = make_backend(f"openai:{srv.base_url}#m", retries=0, **opts)
+        with pytest.raises(BackendError) as exc:
+            drain(b, [{"role": "user", "content": "hi"}])
+    msg = str(exc.value)
+    assert "\n" not in msg and f"{srv.base_url}/chat/completions" in msg, msg
+    return msg
+
+
+def test_html_page_is_an_error_naming_the_url():
+    msg = _error_of({"raw": b"<html><body>Welcome to nginx</body></html>", "type": "text/html"})
+    assert msg.startswith("openai: http://127.0.0.1:") and "answered 200 text/html, not an event stream" in msg
+    assert "ends in /v1" in msg and "Welcome to nginx" in msg
+
+
+def test_garbage_events_and_wrong_bodies_are_errors():
+    assert "not a JSON object: '{not json}'" in _error_of({"sse": ["{not json}"]})
+    assert "not a JSON object" in _error_of({"sse": ["[1, 2]"]})
+    assert "answered 200 text/plain" in _error_of({"raw": b"hello there", "type": "text/plain"})
+    assert "without a Content-Type" in _error_of({"raw": b"<html>x</html>"})
+    assert "not JSON" in _error_of({"raw": b"{oops", "type": "application/json"})
+    assert "not a chat completion" in _error_of({"raw": b'{"id": "x"}', "type": "application/json"})
+    assert "reported: bad model" in _error_of({"raw": b'{"error": {"message": "bad model"}}',
+                                                "type": "application/json"})
+
+
+def test_stream_cut_off_without_done_or_finish_reason_is_an_error():
+    chunks = [{"choices": [{"index": 0, "delta": {"content": "half an ans"}}]}]
+    msg = _error_of({"sse": chunks, "done": False})
+    assert "ended before the answer was complete" in msg
+    assert "ended before" in _error_of({"sse": [], "done": False})
+    # a finish_reason without [DONE], or [DONE] without a finish_reason, is a complete answer
+    for resp in ({"sse": sse_text("a", "b"), "done": False}, {"sse": chunks, "done": True}):
+        with ScriptedServer([resp]) as srv:
+            _, comp = drain(make_backend(f"openai:{srv.base_url}#m", retries=0), [{"role": "user", "content": "x"}])
+        assert comp.text in ("ab", "half an ans") and comp.finish_reason == "stop"
+
+
+def test_plain_json_completion_is_accepted():
+    body = {"id": "c", "object": "chat.completion", "choices": [{"index": 0, "finish_reason": "tool_calls",
+            "message": {"role": "assistant", "content": "Reading <think>hm</think>it.",
+                        "tool_calls": [{"id": "call_1", "type": "function",
+                                        "function": {"name": "read_file", "arguments": "{\"path\": \"a.py\"}"}}]}}],
+            "usage": {"prompt_tokens": 12, "completion_tokens": 9}}
+    for ctype in ("application/json", None):  # some servers send no Content-Type
+        with ScriptedServer([{"raw": json.dumps(body).encode(), "type": ctype}]) as srv:
+            blocks, comp = drain(make_backend(f"openai:{srv.base_url}#m"), [{"role": "user", "content": "x"}])
+        assert comp.text == "Reading <think>hm</think>it." and comp.finish_reason == "tool_calls"
+        assert [(c.id, c.name, json.loads(c.arguments)) for c in comp.tool_calls] == [("call_1", "read_file", {"path": "a.py"})]
+        assert "".join(b.text for b in blocks if not b.thinking) == "Reading it."
+        assert comp.stats["generated_tokens"] == 9 and comp.stats["prompt_tokens"] == 12

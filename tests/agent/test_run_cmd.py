@@ -78,3 +78,68 @@ def test_run_bad_arguments_exit_2(tmp_path):
     assert p.returncode == 2 and "not a directory" in p.stderr
     p = clover("run", "x", "--approval", "ask", "--root", str(tmp_path))
     assert p.returncode == 2
+
+
+def _start(args, cwd=None):
+    import os
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.Popen([sys.executable, "-m", "clover_cli.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=cwd, env=env)
+
+
+def _read_until(p, kind, deadline=60):
+    """Reads JSON lines from p.stdout until one of type `kind`; returns the lines read."""
+    import select
+    lines, end = [], time.monotonic() + deadline
+    while time.monotonic() < end:
+        if select.select([p.stdout], [], [], 0.2)[0]:
+            raw = p.stdout.readline()
+            if not raw:
+                break
+            lines.append(json.loads(raw))
+            if lines[-1]["type"] == kind:
+                return lines
+    raise AssertionError(f"no {kind} line: {lines}")
+
+
+def test_run_ctrl_c_stops_a_running_command(tmp_path):
+    import signal
+    repo = make_repo(tmp_path / "repo", git=False)
+    spec = replay(tmp_path, [call("run_shell", command="sleep 30; touch late.txt"), "never"])
+    p = _start(["run", "wait", "--model", spec, "--root", str(repo), "--approval", "yolo", "--json"])
+    try:
+        _read_until(p, "tool_call")
+        time.sleep(0.5)  # the command is running
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=15)
+    finally:
+        p.kill()
+    took = time.monotonic() - t0
+    lines = [json.loads(l) for l in out.splitlines()]
+    assert p.returncode == 1 and took < 5, (p.returncode, took, err, out[-1500:])
+    assert lines[-1]["type"] == "turn_end" and lines[-1]["reason"] == "cancelled"
+    result = [l for l in lines if l["type"] == "tool_result"][0]
+    assert not result["ok"] and "cancelled" in result["output"]
+    assert "Ctrl+C again" in err
+    time.sleep(0.3)
+    assert not (repo / "late.txt").exists()
+
+
+def test_run_second_ctrl_c_exits_130(tmp_path):
+    import signal
+    repo = make_repo(tmp_path / "repo", git=False)
+    path = tmp_path / "slow.json"  # each chunk takes 20 s: a model step that cannot be interrupted
+    path.write_text(json.dumps({"completions": ["slow answer"], "delay": 20, "chunk_chars": 4}))
+    p = _start(["run", "wait", "--model", f"replay:{path}", "--root", str(repo), "--json"])
+    try:
+        _read_until(p, "block")
+        p.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=10)
+    finally:
+        p.kill()
+    assert p.returncode == 130 and time.monotonic() - t0 < 5, (p.returncode, err)
+    assert "cancelling" in err and "interrupted" in err

@@ -109,75 +109,173 @@ class OpenAIBackend(ModelBackend):
             raise BackendError(last)
         raise BackendError(last)
 
-    # -- streaming ------------------------------------------------------------------------------
+    # -- answers --------------------------------------------------------------------------------
+    @property
+    def endpoint(self) -> str:
+        """The chat-completions URL requests go to (named in error messages)."""
+        return self.base_url + "/chat/completions"
+
+    def _answer_kind(self, resp: http.client.HTTPResponse) -> str:
+        """"sse" or "json" for a 200 answer; anything else is a BackendError naming the URL."""
+        ctype = (resp.getheader("Content-Type") or "").split(";")[0].strip().lower()
+        if ctype == "text/event-stream":
+            return "sse"
+        if ctype == "application/json" or ctype.endswith("+json"):
+            return "json"
+        head = b""
+        if ctype in ("", "text/plain", "application/octet-stream", "application/x-ndjson"):
+            try:  # some servers send SSE or JSON without the right type: look at the first bytes
+                head = resp.peek(256)[:256].lstrip()
+            except (OSError, ValueError, http.client.HTTPException):
+                head = b""
+            if head.startswith((b"data:", b"event:", b":")):
+                return "sse"
+            if head.startswith(b"{"):
+                return "json"
+        else:
+            try:
+                head = resp.read(200)
+            except (OSError, ValueError, http.client.HTTPException):
+                head = b""
+        began = " ".join(head.decode("utf-8", "replace").split())[:80]
+        raise BackendError(f"openai: {self.endpoint} answered 200 {ctype or 'without a Content-Type'}, "
+                           f"not an event stream — is BASE_URL right (it usually ends in /v1)?"
+                           + (f" It began: {began!r}" if began else ""))
+
     def stream(self, messages: list[dict], tools: list[dict], *, max_new_tokens: int = 2048,
                cancel: threading.Event | None = None) -> Iterator[StreamItem]:
         start = time.perf_counter()
         conn, resp = self._open(self.request_body(messages, tools, max_new_tokens))
+        try:
+            kind = self._answer_kind(resp)
+            if kind == "json":  # the server ignored stream: true and sent one completion
+                body = self._read_json(resp)
+                conn.close()
+                yield from self._json_completion(body, start)
+                return
+            yield from self._sse(resp, start, cancel)
+        finally:
+            conn.close()
+
+    def _read_json(self, resp: http.client.HTTPResponse) -> Any:
+        try:
+            raw = resp.read()
+        except (socket.timeout, TimeoutError):
+            raise BackendError(f"openai: {self.endpoint} did not finish its answer within {self.timeout:g} s") from None
+        except (OSError, http.client.HTTPException) as e:
+            raise BackendError(f"openai: the answer from {self.endpoint} broke: {e}") from None
+        try:
+            return json.loads(raw.decode("utf-8", "replace"))
+        except ValueError:
+            raise BackendError(f"openai: {self.endpoint} answered 200 application/json that is not JSON: "
+                               f"{_snippet(raw)!r}") from None
+
+    def _json_completion(self, body: Any, start: float) -> Iterator[StreamItem]:
+        """A non-streamed chat completion ({"choices": [{"message": ...}]}) as stream items."""
+        if isinstance(body, dict) and isinstance(body.get("error"), (dict, str)):
+            err = body["error"]
+            raise BackendError(f"openai: {self.endpoint} reported: {err.get('message', err) if isinstance(err, dict) else err}")
+        choices = body.get("choices") if isinstance(body, dict) else None
+        message = choices[0].get("message") if choices and isinstance(choices[0], dict) else None
+        if not isinstance(message, dict):
+            raise BackendError(f"openai: {self.endpoint} answered 200 JSON that is not a chat completion: "
+                               f"{_snippet(json.dumps(body).encode())!r}")
+        reasoning = message.get("reasoning_content") or message.get("reasoning")
+        if isinstance(reasoning, str) and reasoning:
+            yield BlockText(reasoning, 0, thinking=True)
+        text = message.get("content") if isinstance(message.get("content"), str) else ""
+        splitter = ThinkSplitter()
+        yield from block_texts(splitter, text, 0, final=True)
+        native = []
+        for i, tc in enumerate(message.get("tool_calls") or []):
+            if not isinstance(tc, dict):
+                continue
+            fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+            args = fn.get("arguments", "")
+            native.append(NativeToolCall(tc.get("id") or f"call_{i}", str(fn.get("name") or ""),
+                                         args if isinstance(args, str) else json.dumps(args)))
+        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+        yield Completion(text, choices[0].get("finish_reason") or "stop", tool_calls=tuple(native),
+                         stats=self._stats(start, text, 1, usage))
+
+    def _stats(self, start: float, text: str, chunks: int, usage: dict) -> dict:
+        seconds = time.perf_counter() - start
+        tokens = int(usage.get("completion_tokens") or 0) or max(chunks, len(text) // 4)
+        return {"generated_tokens": tokens, "prompt_tokens": int(usage.get("prompt_tokens") or 0),
+                "forwards": chunks, "total_seconds": round(seconds, 4),
+                "tokens_per_second": round(tokens / seconds, 2) if seconds > 0 else 0.0}
+
+    def _sse(self, resp: http.client.HTTPResponse, start: float,
+             cancel: threading.Event | None) -> Iterator[StreamItem]:
+        """Reads a server-sent-event stream of chat-completion chunks."""
         lines: queue.Queue = queue.Queue()
         reader = threading.Thread(target=_read_lines, args=(resp, lines), daemon=True)
         reader.start()
         splitter = ThinkSplitter()
-        text, chunks, finish, usage = "", 0, "stop", {}
+        text, chunks, finish, usage = "", 0, "", {}
+        done = False
         calls: dict[int, dict[str, str]] = {}
         last_data = time.monotonic()
-        try:
-            while True:
-                if cancel is not None and cancel.is_set():
-                    finish = "cancelled"
-                    break
-                try:
-                    line = lines.get(timeout=0.05)
-                except queue.Empty:
-                    if time.monotonic() - last_data > self.timeout:
-                        raise BackendError(f"{self.base_url} stopped streaming for {self.timeout:g} s") from None
-                    continue
-                last_data = time.monotonic()
-                if line is _EOF:
-                    break
-                if isinstance(line, BaseException):
-                    raise BackendError(f"the stream from {self.base_url} broke: {line}") from None
-                if not line.startswith("data:"):
-                    continue
-                payload = line[5:].strip()
-                if payload == "[DONE]":
-                    break
-                try:
-                    event = json.loads(payload)
-                except ValueError:
-                    continue
-                if isinstance(event.get("error"), dict):
-                    raise BackendError(f"{self.base_url} reported: {event['error'].get('message', event['error'])}")
-                usage = event.get("usage") or usage
-                for choice in event.get("choices") or []:
-                    delta = choice.get("delta") or {}
-                    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-                    if reasoning:
-                        yield BlockText(reasoning, chunks, thinking=True)
-                    content = delta.get("content")
-                    if content:
-                        text += content
-                        yield from block_texts(splitter, content, chunks)
-                    for tc in delta.get("tool_calls") or []:
-                        slot = calls.setdefault(int(tc.get("index", len(calls))), {"id": "", "name": "", "arguments": ""})
-                        fn = tc.get("function") or {}
-                        slot["id"] = tc.get("id") or slot["id"]
-                        slot["name"] += fn.get("name") or ""
-                        slot["arguments"] += fn.get("arguments") or ""
-                    chunks += 1
-                    if choice.get("finish_reason"):
-                        finish = choice["finish_reason"]
-        finally:
-            conn.close()
+        while True:
+            if cancel is not None and cancel.is_set():
+                finish = "cancelled"
+                break
+            try:
+                line = lines.get(timeout=0.05)
+            except queue.Empty:
+                if time.monotonic() - last_data > self.timeout:
+                    raise BackendError(f"openai: {self.endpoint} stopped streaming for {self.timeout:g} s") from None
+                continue
+            last_data = time.monotonic()
+            if line is _EOF:
+                break
+            if isinstance(line, BaseException):
+                raise BackendError(f"openai: the stream from {self.endpoint} broke: {line}") from None
+            if not line.startswith("data:"):
+                continue  # blank lines, comments, event:/id: fields
+            payload = line[5:].strip()
+            if payload == "[DONE]":
+                done = True
+                break
+            try:
+                event = json.loads(payload)
+            except ValueError:
+                event = None
+            if not isinstance(event, dict):
+                raise BackendError(f"openai: {self.endpoint} sent an event that is not a JSON object: "
+                                   f"{_snippet(payload.encode())!r}")
+            if isinstance(event.get("error"), dict):
+                raise BackendError(f"openai: {self.endpoint} reported: {event['error'].get('message', event['error'])}")
+            usage = event.get("usage") or usage
+            for choice in event.get("choices") or []:
+                delta = choice.get("delta") or {}
+                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                if reasoning:
+                    yield BlockText(reasoning, chunks, thinking=True)
+                content = delta.get("content")
+                if content:
+                    text += content
+                    yield from block_texts(splitter, content, chunks)
+                for tc in delta.get("tool_calls") or []:
+                    slot = calls.setdefault(int(tc.get("index", len(calls))), {"id": "", "name": "", "arguments": ""})
+                    fn = tc.get("function") or {}
+                    slot["id"] = tc.get("id") or slot["id"]
+                    slot["name"] += fn.get("name") or ""
+                    slot["arguments"] += fn.get("arguments") or ""
+                chunks += 1
+                if choice.get("finish_reason"):
+                    finish = choice["finish_reason"]
+        if finish != "cancelled" and not done and not finish:
+            raise BackendError(f"openai: the stream from {self.endpoint} ended before the answer was complete "
+                               f"(no finish_reason and no [DONE] after {chunks} chunk(s))")
         yield from block_texts(splitter, "", chunks, final=True)
         native = tuple(NativeToolCall(c["id"] or f"call_{i}", c["name"], c["arguments"])
                        for i, c in sorted(calls.items()))
-        seconds = time.perf_counter() - start
-        tokens = int(usage.get("completion_tokens") or 0) or max(chunks, len(text) // 4)
-        stats = {"generated_tokens": tokens, "prompt_tokens": int(usage.get("prompt_tokens") or 0),
-                 "forwards": chunks, "total_seconds": round(seconds, 4),
-                 "tokens_per_second": round(tokens / seconds, 2) if seconds > 0 else 0.0}
-        yield Completion(text, finish, tool_calls=native, stats=stats)
+        yield Completion(text, finish or "stop", tool_calls=native, stats=self._stats(start, text, chunks, usage))
+
+
+def _snippet(raw: bytes, limit: int = 120) -> str:
+    return " ".join(raw.decode("utf-8", "replace").split())[:limit]
 
 
 def _read_lines(resp: http.client.HTTPResponse, out: queue.Queue) -> None:

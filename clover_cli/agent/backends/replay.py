@@ -2,6 +2,8 @@
 
 The file is {"completions": ["raw assistant text 1", ...]}; each model call returns the next one,
 streamed in small chunks and parsed exactly like a real model's output. Exhausted: an empty answer.
+Optional keys "chunk_chars" and "delay" (seconds after each chunk, like a slow model step that
+cannot be interrupted) set the pace when the caller does not.
 """
 from __future__ import annotations
 
@@ -17,8 +19,8 @@ from clover_cli.agent.backends.base import BackendError, Completion, ModelBacken
 class ReplayBackend(ModelBackend):
     """Returns scripted completions one per call."""
 
-    def __init__(self, path: str | Path, threshold: float = 0.95, chunk_chars: int = 16,
-                 delay: float = 0.0, context_window: int = 32768, **_: object) -> None:
+    def __init__(self, path: str | Path, threshold: float = 0.95, chunk_chars: int | None = None,
+                 delay: float | None = None, context_window: int = 32768, **_: object) -> None:
         super().__init__(threshold)
         self.path = Path(path)
         try:
@@ -34,8 +36,11 @@ class ReplayBackend(ModelBackend):
         self.calls = 0
         self.prompts: list[list[dict]] = []  # what each call was given (for tests and demos)
         self.name = f"replay:{self.path.name}"
-        self.chunk_chars = max(1, int(chunk_chars))
-        self.delay = float(delay)
+        try:
+            self.chunk_chars = max(1, int(chunk_chars if chunk_chars is not None else data.get("chunk_chars", 16)))
+            self.delay = max(0.0, float(delay if delay is not None else data.get("delay", 0.0)))
+        except (TypeError, ValueError):
+            raise BackendError(f"replay file {str(self.path)!r}: chunk_chars and delay must be numbers") from None
         self.context_window = int(context_window)
         self._lock = threading.Lock()
 
