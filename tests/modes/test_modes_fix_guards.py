@@ -36,6 +36,15 @@ def test_exit_zero_without_running_the_test_is_not_a_pass(calc_repo, tmp_path):
     assert (repo / "calc.py").read_text() == "import os\nos._exit(0)\n"   # the agent's edit stays
 
 
+def test_a_test_that_does_not_run_before_the_agent_is_bad_input(calc_repo, tmp_path):
+    repo, _ = calc_repo
+    (repo / "tests" / "test_skip.py").write_text("import pytest\n\n\n@pytest.mark.skip\ndef test_s():\n    pass\n")
+    proc = clover("fix", "tests/test_skip.py::test_s", "--root", str(repo), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "clover fix: error: pytest exited with 0 for 'tests/test_skip.py::test_s' but no test was executed"]
+
+
 def test_collect_only_config_does_not_pass_and_config_files_are_protected(calc_repo, tmp_path):
     repo, _ = calc_repo
     # allowed to edit the config: pytest's addopts are overridden, the test really runs and fails
