@@ -80,44 +80,62 @@ def test_run_bad_arguments_exit_2(tmp_path):
     assert p.returncode == 2
 
 
-def _start(args, cwd=None):
-    import os
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    return subprocess.Popen([sys.executable, "-m", "clover_cli.cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=cwd, env=env)
+class _Run:
+    """`clover run` as a background process whose stdout lines a thread collects (no select on a
+    buffered pipe: lines read ahead would stay hidden until more output came)."""
 
+    def __init__(self, args):
+        import os
+        import queue
+        import threading
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.p = subprocess.Popen([sys.executable, "-m", "clover_cli.cli", *args], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=env)
+        self.lines: queue.Queue = queue.Queue()
+        self.seen: list[dict] = []
+        threading.Thread(target=self._pump, daemon=True).start()
 
-def _read_until(p, kind, deadline=60):
-    """Reads JSON lines from p.stdout until one of type `kind`; returns the lines read."""
-    import select
-    lines, end = [], time.monotonic() + deadline
-    while time.monotonic() < end:
-        if select.select([p.stdout], [], [], 0.2)[0]:
-            raw = p.stdout.readline()
-            if not raw:
+    def _pump(self):
+        for raw in self.p.stdout:
+            self.lines.put(json.loads(raw))
+        self.lines.put(None)
+
+    def until(self, kind, deadline=60):
+        """Waits for a line of type `kind`."""
+        end = time.monotonic() + deadline
+        while time.monotonic() < end:
+            line = self.lines.get(timeout=max(0.01, end - time.monotonic()))
+            if line is None:
                 break
-            lines.append(json.loads(raw))
-            if lines[-1]["type"] == kind:
-                return lines
-    raise AssertionError(f"no {kind} line: {lines}")
+            self.seen.append(line)
+            if line["type"] == kind:
+                return
+        raise AssertionError(f"no {kind} line: {self.seen}")
+
+    def finish(self, timeout):
+        """Waits for the exit; returns (exit status, every stdout line, stderr)."""
+        try:
+            self.p.wait(timeout=timeout)
+        finally:
+            self.p.kill()
+        err = self.p.stderr.read()
+        while (line := self.lines.get(timeout=5)) is not None:
+            self.seen.append(line)
+        return self.p.returncode, self.seen, err
 
 
 def test_run_ctrl_c_stops_a_running_command(tmp_path):
     import signal
     repo = make_repo(tmp_path / "repo", git=False)
     spec = replay(tmp_path, [call("run_shell", command="sleep 30; touch late.txt"), "never"])
-    p = _start(["run", "wait", "--model", spec, "--root", str(repo), "--approval", "yolo", "--json"])
-    try:
-        _read_until(p, "tool_call")
-        time.sleep(0.5)  # the command is running
-        t0 = time.monotonic()
-        p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=15)
-    finally:
-        p.kill()
+    run = _Run(["run", "wait", "--model", spec, "--root", str(repo), "--approval", "yolo", "--json"])
+    run.until("tool_call")
+    time.sleep(0.5)  # the command is running
+    t0 = time.monotonic()
+    run.p.send_signal(signal.SIGINT)
+    code, lines, err = run.finish(timeout=15)
     took = time.monotonic() - t0
-    lines = [json.loads(l) for l in out.splitlines()]
-    assert p.returncode == 1 and took < 5, (p.returncode, took, err, out[-1500:])
+    assert code == 1 and took < 5, (code, took, err, lines[-2:])
     assert lines[-1]["type"] == "turn_end" and lines[-1]["reason"] == "cancelled"
     result = [l for l in lines if l["type"] == "tool_result"][0]
     assert not result["ok"] and "cancelled" in result["output"]
@@ -131,15 +149,12 @@ def test_run_second_ctrl_c_exits_130(tmp_path):
     repo = make_repo(tmp_path / "repo", git=False)
     path = tmp_path / "slow.json"  # each chunk takes 20 s: a model step that cannot be interrupted
     path.write_text(json.dumps({"completions": ["slow answer"], "delay": 20, "chunk_chars": 4}))
-    p = _start(["run", "wait", "--model", f"replay:{path}", "--root", str(repo), "--json"])
-    try:
-        _read_until(p, "block")
-        p.send_signal(signal.SIGINT)
-        time.sleep(0.5)
-        t0 = time.monotonic()
-        p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=10)
-    finally:
-        p.kill()
-    assert p.returncode == 130 and time.monotonic() - t0 < 5, (p.returncode, err)
+    run = _Run(["run", "wait", "--model", f"replay:{path}", "--root", str(repo), "--json"])
+    run.until("block")
+    run.p.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    run.p.send_signal(signal.SIGINT)
+    code, lines, err = run.finish(timeout=10)
+    assert code == 130 and time.monotonic() - t0 < 5, (code, err)
     assert "cancelling" in err and "interrupted" in err
