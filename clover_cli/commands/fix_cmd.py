@@ -16,7 +16,7 @@ def _fail(message: str) -> None:
 @click.argument("test")
 @click.option("--test-cmd", default=None, metavar="CMD",
               help="Test command with a {test} placeholder (default: `test_cmd` in .clover/config.toml, "
-                   "else `python -m pytest -x -q {test}`, whose JUnit report must show the test "
+                   "else `python -m pytest -x -q -p no:cacheprovider -o addopts= {test}`, whose JUnit report must show the test "
                    "ran and passed; a custom command passes on exit code 0).")
 @click.option("--model", "model", default=None, help="Model spec (default: the bundled tiny model).")
 @click.option("--root", default=None, type=click.Path(), help="Repository root (default: cwd).")
@@ -24,7 +24,7 @@ def _fail(message: str) -> None:
 @click.option("--max-steps", default=30, show_default=True, type=int, help="Tool steps per agent turn.")
 @click.option("--max-new-tokens", default=None, type=int, help="Tokens per model call (default: the agent's).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the outcome.")
-@click.option("--allow-test-edits", is_flag=True, help="Let the agent change the test file(s).")
+@click.option("--allow-test-edits", is_flag=True, help="Let the agent change the test file(s), conftest.py and pytest config files.")
 @click.pass_context
 def fix(ctx: click.Context, test, test_cmd, model, root, attempts, max_steps, max_new_tokens, as_json,
         allow_test_edits) -> None:
