@@ -6,7 +6,9 @@ file, runs a program or changes state (`find -exec/-delete/-fprint*`, `--output=
 `rg --pre CMD`, `git grep -O CMD`, `tree -o FILE`, `file -C`, `git branch -D`, ...). Long options
 are also refused in any abbreviation GNU getopt or git would accept (`--out=F` is `--output=F`).
 When a command is not clearly read-only it is refused. Shell operators, redirections,
-substitutions and variable expansions are refused before any of this (see `has_shell_operators`).
+substitutions and variable expansions are refused before any of this (see `has_shell_operators`),
+and for the programs that have dangerous flags also unquoted globs and brace lists, which bash
+would expand into arguments never checked here (wildcard injection by a file named `-delete`).
 """
 from __future__ import annotations
 
@@ -44,6 +46,7 @@ GIT_SUBCOMMANDS: dict[str, Rule] = {
 # git subcommands that also change state: only their listing forms are allowed (_git_listing_ok).
 GIT_LISTING = ("branch", "tag", "remote", "stash", "config")
 _FIND_ACTIONS = ("exec", "execdir", "ok", "okdir", "delete", "fprint", "fprint0", "fprintf", "fls")
+_RISKY = ("git", "find", "rg", "tree", "file")  # programs with flags that write or run something
 _FIND_RE = re.compile(r"-(exec|ok|delete|fprint|fls)", re.IGNORECASE)
 
 
@@ -55,6 +58,34 @@ def has_shell_operators(command: str) -> bool:
 def _has_expansion(command: str) -> bool:
     """`$VAR`, `${...}`, `$'...'`/`$"..."` (quoting that can hide a flag): any `$` not ending a word."""
     return re.search(r"""\$(?!\s|$|['"](?:\s|$))""", command) is not None
+
+
+def unquoted_chars(command: str) -> set[str]:
+    """The characters of `command` that bash sees outside quotes and backslash escapes."""
+    seen: set[str] = set()
+    quote, escaped = "", False
+    for ch in command:
+        if escaped:
+            escaped = False
+        elif ch == "\\" and quote != "'":
+            escaped = True
+        elif quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        else:
+            seen.add(ch)
+    return seen
+
+
+def _expands(command: str) -> bool:
+    """Globs and brace lists that bash would expand into words we never saw (a file named
+    `--output=x` in the repository turns `git diff *` into `git diff --output=x ...`)."""
+    bare = unquoted_chars(command)
+    if bare & set("*?["):
+        return True
+    return "{" in bare and re.search(r"\{[^}]*(,|\.\.)[^}]*\}", command) is not None
 
 
 def _long_denied(word: str, rule: Rule) -> bool:
@@ -167,6 +198,8 @@ def is_read_only_command(command: str) -> bool:
     if not words:
         return False
     program, args = words[0], words[1:]
+    if program in _RISKY and _expands(command):  # the others have no flag that writes or runs
+        return False
     if program == "git":
         return _git_ok(args)
     rule = PROGRAMS.get(program)

@@ -29,6 +29,8 @@ REFUSED = [
     "git --exec-path=/tmp status", "git commit -m x", "git checkout .", "git reset --hard",
     "git push --force", "git gc", "git", "sed -i s/a/b/ calc.py", "sed -n 1p calc.py",
     "awk 'BEGIN{system(\"id\")}'", "python -c 'print(1)'", "/bin/ls", "FOO=1 ls", "env ls", "xargs ls",
+    "find . -{delete,name} x", "git diff --{output,stat}=x", "find * -print", "git diff -- *",
+    "rg --pr?=x", "tree -[o] x", "git log {a..c}", "file *",
     "ls > out", "cat a; rm b", "echo $(id)", "echo `id`", "ls | sh", "ls && rm x", "echo ${HOME}",
     "echo $HOME", "ls 'unclosed", "", "lsof", "rm -rf x", "tail -f x & rm y", "cat a\nrm b",
 ]
@@ -41,7 +43,8 @@ ALLOWED = [
     "git ls-files", "git grep -n add", "git rev-parse HEAD", "git branch", "git branch -a -v",
     "git branch -vv", "git branch --list 'feat*'", "git branch --show-current", "git branch --contains HEAD -a",
     "git tag", "git tag -l 'v*'", "git tag -n5 --list", "git remote -v", "git remote",
-    "git remote get-url origin", "git stash list", "git stash show -p stash@{0}", "git config --list",
+    "git remote get-url origin", "git stash list", "git stash show -p stash@{0}", "ls *.py", "cat x[12].py",
+    "git diff -- '*.py'", "find . -name \\*.py", "rg -g '*.{py,md}' x", "grep -E 'a{1,3}' calc.py", "git config --list",
     "git config --get user.name", "git config --global --get-regexp alias", "git describe --tags",
 ]
 
