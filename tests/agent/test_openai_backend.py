@@ -228,3 +228,35 @@ def test_plain_json_completion_is_accepted():
         assert [(c.id, c.name, json.loads(c.arguments)) for c in comp.tool_calls] == [("call_1", "read_file", {"path": "a.py"})]
         assert "".join(b.text for b in blocks if not b.thinking) == "Reading it."
         assert comp.stats["generated_tokens"] == 9 and comp.stats["prompt_tokens"] == 12
+
+
+def test_cancel_while_a_plain_json_answer_is_awaited():
+    import http.server
+
+    class Slow(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            self.wfile.write(b'{"choices": [')
+            self.wfile.flush()
+            time.sleep(3)
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        cancel = threading.Event()
+        threading.Timer(0.3, cancel.set).start()
+        b = make_backend(f"openai:http://127.0.0.1:{srv.server_address[1]}/v1#m")
+        t0 = time.monotonic()
+        _, comp = drain(b, [{"role": "user", "content": "x"}], cancel=cancel)
+        assert comp.finish_reason == "cancelled" and time.monotonic() - t0 < 2
+    finally:
+        srv.shutdown()
+        srv.server_close()

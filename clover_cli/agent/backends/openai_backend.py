@@ -24,6 +24,7 @@ from clover_cli.agent.events import BlockText
 from clover_cli.agent.parsing import has_open_call, parse_tool_calls, split_thinking
 
 _EOF = object()
+_CANCELLED = object()
 
 
 class OpenAIBackend(ModelBackend):
@@ -149,26 +150,42 @@ class OpenAIBackend(ModelBackend):
         try:
             kind = self._answer_kind(resp)
             if kind == "json":  # the server ignored stream: true and sent one completion
-                body = self._read_json(resp)
+                body = self._read_json(resp, cancel)
                 conn.close()
+                if body is _CANCELLED:
+                    yield Completion("", "cancelled", stats=self._stats(start, "", 0, {}))
+                    return
                 yield from self._json_completion(body, start)
                 return
             yield from self._sse(resp, start, cancel)
         finally:
             conn.close()
 
-    def _read_json(self, resp: http.client.HTTPResponse) -> Any:
+    def _read_json(self, resp: http.client.HTTPResponse, cancel: threading.Event | None) -> Any:
+        """The whole JSON body (read by a thread, so a cancel is honoured while it arrives)."""
+        lines: queue.Queue = queue.Queue()
+        threading.Thread(target=_read_lines, args=(resp, lines), daemon=True).start()
+        parts: list[str] = []
+        while True:
+            if cancel is not None and cancel.is_set():
+                return _CANCELLED
+            try:
+                line = lines.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            if line is _EOF:
+                break
+            if isinstance(line, (socket.timeout, TimeoutError)):
+                raise BackendError(f"openai: {self.endpoint} did not finish its answer within {self.timeout:g} s")
+            if isinstance(line, BaseException):
+                raise BackendError(f"openai: the answer from {self.endpoint} broke: {line}")
+            parts.append(line)
+        raw = "\n".join(parts)
         try:
-            raw = resp.read()
-        except (socket.timeout, TimeoutError):
-            raise BackendError(f"openai: {self.endpoint} did not finish its answer within {self.timeout:g} s") from None
-        except (OSError, http.client.HTTPException) as e:
-            raise BackendError(f"openai: the answer from {self.endpoint} broke: {e}") from None
-        try:
-            return json.loads(raw.decode("utf-8", "replace"))
+            return json.loads(raw)
         except ValueError:
             raise BackendError(f"openai: {self.endpoint} answered 200 application/json that is not JSON: "
-                               f"{_snippet(raw)!r}") from None
+                               f"{_snippet(raw.encode())!r}") from None
 
     def _json_completion(self, body: Any, start: float) -> Iterator[StreamItem]:
         """A non-streamed chat completion ({"choices": [{"message": ...}]}) as stream items."""
