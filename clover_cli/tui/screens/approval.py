@@ -37,7 +37,9 @@ class ApprovalScreen(ModalScreen[ApprovalAnswer]):
             with Horizontal(id="approval-buttons"):
                 yield Button("[u]Y[/u]es", id="yes", variant="success", compact=True)
                 yield Button("[u]N[/u]o", id="no", variant="error", compact=True)
-                yield Button(f"[u]A[/u]lways ({escape(req.always_key)})", id="always", compact=True)
+                # an empty key means nothing safe to remember (a wrapper, an interpreter): once only
+                scope = escape(req.always_key) if req.always_key else "this call only"
+                yield Button(f"[u]A[/u]lways ({scope})", id="always", compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#approval-feedback").display = False
