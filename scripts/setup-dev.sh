@@ -10,4 +10,4 @@ if ! command -v tmux >/dev/null 2>&1 || ! command -v rg >/dev/null 2>&1; then
         echo "warning: tmux or ripgrep missing; their tests will be skipped" >&2
     fi
 fi
-bash scripts/install.sh ".[dev]"
+bash scripts/install.sh --dev

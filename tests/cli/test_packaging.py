@@ -1,0 +1,47 @@
+"""Every data file the code needs at run time ships in the package (a normal, non-editable
+install must find the bundled model, prompts, chat templates and TUI styles)."""
+from __future__ import annotations
+
+import fnmatch
+import subprocess
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+FOLDERS = {"clover_cli": "clover_cli", "engine": "clover_cli.engine", "kernels": "clover_cli.kernels",
+           "tools": "clover_cli.tools", "prompts": "clover_cli.prompts"}
+
+
+def _package_of(path: Path) -> tuple[str, Path] | None:
+    """The nearest enclosing package (dotted name) and its folder, or None."""
+    folder = path.parent
+    while folder != ROOT:
+        if (folder / "__init__.py").exists():
+            rel = folder.relative_to(ROOT).parts
+            return ".".join([FOLDERS[rel[0]], *rel[1:]]), folder
+        folder = folder.parent
+    return None
+
+
+def test_tracked_data_files_are_package_data():
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    tracked = subprocess.run(["git", "ls-files", *FOLDERS], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
+    missing = []
+    for rel in tracked:
+        path = ROOT / rel
+        if path.suffix == ".py" or not path.exists():
+            continue
+        found = _package_of(path)
+        assert found, f"{rel} is not inside a package"
+        package, folder = found
+        inner = path.relative_to(folder).as_posix()
+        patterns = data.get("*", []) + data.get(package, [])
+        if not any(fnmatch.fnmatch(inner, p) for p in patterns):
+            missing.append(rel)
+    assert not missing, f"not shipped by package-data: {missing}"
+
+
+def test_bundled_model_is_covered():
+    bundled = ROOT / "clover_cli" / "bundled" / "tiny"
+    assert (bundled / "config.json").exists() and any(bundled.glob("*.safetensors"))
