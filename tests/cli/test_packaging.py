@@ -23,6 +23,12 @@ def _package_of(path: Path) -> tuple[str, Path] | None:
     return None
 
 
+def _glob(inner: str, pattern: str) -> bool:
+    """setuptools glob semantics: `*` stays inside one folder."""
+    parts, pats = inner.split("/"), pattern.split("/")
+    return len(parts) == len(pats) and all(fnmatch.fnmatchcase(a, b) for a, b in zip(parts, pats))
+
+
 def test_tracked_data_files_are_package_data():
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     tracked = subprocess.run(["git", "ls-files", *FOLDERS], cwd=ROOT, capture_output=True, text=True,
@@ -37,7 +43,7 @@ def test_tracked_data_files_are_package_data():
         package, folder = found
         inner = path.relative_to(folder).as_posix()
         patterns = data.get("*", []) + data.get(package, [])
-        if not any(fnmatch.fnmatch(inner, p) for p in patterns):
+        if not any(_glob(inner, p) for p in patterns):
             missing.append(rel)
     assert not missing, f"not shipped by package-data: {missing}"
 
