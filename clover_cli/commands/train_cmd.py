@@ -66,7 +66,7 @@ def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_
     if make_transcripts:
         if not transcripts_file:
             raise click.UsageError("--make-transcripts needs --transcripts FILE")
-        from clover_cli.datagen.transcripts import generate
+        from clover_cli.engine.training.transcripts import generate
         counts: dict = {}
         for rec in generate(transcripts_file, make_transcripts, seed=seed, p_system=0.0):
             counts[rec["split"]] = counts.get(rec["split"], 0) + 1

@@ -30,7 +30,7 @@ def package(tmp_path):
 
 def test_generated_calls_parse_validate_and_replay(tmp_path, package, tok):
     from clover_cli.agent.parsing import parse_tool_calls
-    from clover_cli.datagen import transcripts
+    from clover_cli.engine.training import transcripts
     from clover_cli.tools.registry import TOOL_NAMES, run_tool, tool_schemas, validate_args
 
     out = tmp_path / "t.jsonl"
@@ -59,7 +59,7 @@ def test_generated_calls_parse_validate_and_replay(tmp_path, package, tok):
 
 
 def test_grounded_answers(tmp_path, package):
-    from clover_cli.datagen import transcripts
+    from clover_cli.engine.training import transcripts
 
     recs = list(transcripts.generate(tmp_path / "t.jsonl", 30, seed=1, repos=[package],
                                      cache=tmp_path / "repos"))
@@ -74,7 +74,7 @@ def test_grounded_answers(tmp_path, package):
 
 def test_synthetic_calls_are_valid(tok):
     from clover_cli.agent.parsing import parse_tool_calls
-    from clover_cli.datagen import transcripts
+    from clover_cli.engine.training import transcripts
     from clover_cli.tools.registry import validate_args
 
     rng = random.Random(0)
