@@ -94,6 +94,9 @@ class PackedChatSource:
                 break
             ids += ex.ids + [self.eot]
             ok += ex.loss_ok + [False]
+        if not ids:
+            raise ValueError(f"no chat example fits a row of {n} tokens (200 tried): raise the "
+                             "row length for this source")
         pad = n - len(ids)
         return Example(ids + [self.pad] * pad, ok + [False] * pad)
 

@@ -84,3 +84,29 @@ def test_noise_blocks_ratios_and_loss_ok():
     assert not masked[:, :10].any()
     assert (noisy[masked] == 3).all() and (noisy[~masked] == ids[~masked]).all()
     assert masked.view(4, 2, 32).any(-1).all()  # every block contributes to the loss
+
+
+def test_head_on_masked_positions_only_matches_full_logits(micro_model):
+    """The trainer applies the output head only where the loss is taken; the loss must equal the
+    one computed from the full [noisy ; clean] logits."""
+    import torch
+
+    from clover_cli.engine.training import blockdiff
+
+    ids = torch.randint(20, 300, (2, 64))
+    fast, n1 = blockdiff.bd_forward_loss(micro_model, ids, 32, 3, torch.Generator().manual_seed(5))
+    full_model = _NoHead(micro_model)
+    slow, n2 = blockdiff.bd_forward_loss(full_model, ids, 32, 3, torch.Generator().manual_seed(5))
+    assert n1 == n2 > 0
+    assert torch.allclose(fast, slow, atol=1e-5), (fast, slow)
+
+
+class _NoHead(__import__("torch").nn.Module):
+    """The same model seen without get_output_embeddings / .model: the full-logits path."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, **kw):
+        return self.inner(**kw)

@@ -133,3 +133,17 @@ def test_bf16_training_steps(tmp_path, corpus_dir, bundled_dir):
     assert next(tr.model.parameters()).dtype == torch.bfloat16
     rec = tr.run()
     assert rec["loss"] == rec["loss"] and rec["loss"] < 12  # finite, not NaN
+
+
+def test_packer_refuses_rows_no_example_fits(tok):
+    """A row length shorter than every example is an error, not a row of padding."""
+    import random
+
+    from clover_cli.engine.training.data import PackedChatSource
+
+    long_chat = tok.apply_chat_template(
+        [{"role": "user", "content": "word " * 200}, {"role": "assistant", "content": "ok"}],
+        tokenize=False)
+    src = PackedChatSource(tok, lambda r: long_chat, n=64)
+    with pytest.raises(ValueError, match="no chat example fits"):
+        src.row(random.Random(0), 64)
