@@ -2,10 +2,20 @@
 
 The tokenizer is trained with the `tokenizers` library on local Python source. Digits are split
 one per token so that line numbers and counts are copied digit by digit (an easier copy task).
+
+Copy-invariant pre-tokenization: a name must become the *same* tokens wherever it appears — in
+the user's sentence (after a space), in a JSON string argument (after a quote), in a tool result
+(after a colon or at a line start). GPT-2-style byte-level BPE attaches the leading space to the
+word (" parse" vs "parse") and merges quotes and brackets into punctuation runs ('"__'), so the
+first bundled model had to learn a separate mapping for every token it copied, and copied
+nothing (0% exact arguments after 4.8M tokens). Here whitespace runs and the characters in
+ISOLATE are pre-tokens of their own, so copying a name is copying token ids — the task induction
+heads solve (Olsson et al. 2022).
 """
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -14,6 +24,8 @@ SPECIAL_TOKENS = (
     "<tool_response>", "</tool_response>", "<think>", "</think>", "<|pad|>",
 )
 TEMPLATE_PATH = Path(__file__).with_name("chat_template.jinja")
+# characters that never merge with their neighbours (quotes, backtick, brackets, separators)
+ISOLATE = "\"'`()[]{},:;"
 
 
 def chat_template() -> str:
@@ -39,8 +51,12 @@ def train_tokenizer(files: Iterable[Path], vocab_size: int = 4096, max_bytes: in
     """Train a byte-level BPE on the given source files; returns a `tokenizers.Tokenizer`."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+    from tokenizers import Regex
+
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(r"\s+"), behavior="isolated"),
+        pre_tokenizers.Split(Regex("[" + re.escape(ISOLATE) + "]"), behavior="isolated"),
         pre_tokenizers.Digits(individual_digits=True),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
     ])
