@@ -49,11 +49,14 @@ def _mix(text: str) -> dict:
 @click.option("--no-eval", is_flag=True, help="Skip held-out evaluation.")
 @click.option("--make-transcripts", "make_transcripts", default=0, type=int,
               help="Generate this many agent transcripts into --transcripts FILE and exit.")
+@click.option("--tests-share", "tests_share", default=0.1, show_default=True, type=float,
+              help="With --make-transcripts: share of 'run the tests' transcripts on generated "
+                   "repositories (1 = only those).")
 @click.option("--export", "export", nargs=2, default=None, metavar="SRC DEST",
               help="Export a checkpoint (run dir or model dir) to DEST in bf16, keeping DEST's README.md.")
 def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_size, grad_accum,
           lr, warmup, seed, dtype, device, mix, transcripts_file, ar_fraction, eval_every,
-          save_every, log_every, max_minutes, threads, attn, no_eval, make_transcripts, export):
+          save_every, log_every, max_minutes, threads, attn, no_eval, make_transcripts, tests_share, export):
     """Train the block-diffusion model (SDAR/BD3-LM objective); resumes from OUT if present."""
     if export:
         from clover_cli.engine.training.modeling import export_model
@@ -68,7 +71,10 @@ def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_
             raise click.UsageError("--make-transcripts needs --transcripts FILE")
         from clover_cli.engine.training.transcripts import generate
         counts: dict = {}
-        for rec in generate(transcripts_file, make_transcripts, seed=seed, p_system=0.0):
+        if not 0.0 <= tests_share <= 1.0:
+            raise click.UsageError("--tests-share must be between 0 and 1")
+        for rec in generate(transcripts_file, make_transcripts, seed=seed, p_system=0.0,
+                            p_tests=tests_share):
             counts[rec["split"]] = counts.get(rec["split"], 0) + 1
         click.echo(f"wrote {transcripts_file}: {counts}")
         return

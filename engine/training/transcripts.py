@@ -164,6 +164,8 @@ def _run(tool: str, args: dict, root: Path):
 def answer_text(rng: random.Random, kind: str, x: str, result) -> str | None:
     """A short answer grounded in the tool result; None when the result is unusable."""
     ans = requests()["answers"]
+    if kind == "tests":  # a failing test run exits non-zero: its output is still the answer
+        return tests_answer(rng, result.output)
     if not result.ok:
         return None
     out = result.output
@@ -193,6 +195,101 @@ def answer_text(rng: random.Random, kind: str, x: str, result) -> str | None:
     return None
 
 
+# ---- "run the tests": small generated repositories with real pytest runs ------------------
+
+# (function body, test expression) templates; {f} is the function's name. The buggy body makes
+# the test fail (a repository with a failing test).
+_FUNCS = (
+    ("def {f}(a, b):\n    return a + b\n", "def {f}(a, b):\n    return a - b\n",
+     "{f}(2, 3) == 5"),
+    ("def {f}(n):\n    return n * n\n", "def {f}(n):\n    return n * 2\n", "{f}(4) == 16"),
+    ("def {f}(text):\n    return text.strip().lower()\n",
+     "def {f}(text):\n    return text.lower()\n", "{f}('  Hi ') == 'hi'"),
+    ("def {f}(items):\n    return [x for x in items if x]\n",
+     "def {f}(items):\n    return list(items)\n", "{f}([0, 1, '', 'a']) == [1, 'a']"),
+    ("def {f}(value, low, high):\n    return max(low, min(high, value))\n",
+     "def {f}(value, low, high):\n    return min(low, max(high, value))\n",
+     "{f}(15, 0, 10) == 10"),
+    ("def {f}(words):\n    return ' '.join(reversed(words))\n",
+     "def {f}(words):\n    return ' '.join(words)\n", "{f}(['a', 'b']) == 'b a'"),
+    ("def {f}(d, key, default=None):\n    return d[key] if key in d else default\n",
+     "def {f}(d, key, default=None):\n    return d.get(key)\n", "{f}({{}}, 'k', 3) == 3"),
+)
+_SUMMARY_LINE_RE = re.compile(r"^=*\s*((?:\d+ \w+(?:, )?)+) in [\d.]+s", re.M)
+_FAILED_RE = re.compile(r"^FAILED (\S+?)::(\w+)", re.M)
+
+
+def make_test_repo(rng: random.Random, dest: Path) -> Path:
+    """A small Python project with a package and a pytest suite; sometimes one function is buggy
+    so that its test fails. Returns dest."""
+    import shutil
+
+    if dest.exists():
+        shutil.rmtree(dest)
+    pkg = names.identifier(rng, "snake")
+    (dest / pkg).mkdir(parents=True)
+    (dest / pkg / "__init__.py").write_text("")
+    (dest / "tests").mkdir()
+    for _ in range(rng.randint(1, 2)):
+        mod = names.identifier(rng, "snake")
+        funcs = rng.sample(_FUNCS, rng.randint(2, 4))
+        fnames = list(dict.fromkeys(names.identifier(rng, "snake") for _ in funcs))
+        bug = rng.randrange(len(fnames)) if rng.random() < 0.4 else -1
+        src, tests = [], [f"from {pkg}.{mod} import {', '.join(fnames)}\n"]
+        for i, (f, (good, bad, check)) in enumerate(zip(fnames, funcs)):
+            src.append((bad if i == bug else good).format(f=f))
+            tests.append(f"def test_{f}():\n    assert {check.format(f=f)}\n")
+        (dest / pkg / f"{mod}.py").write_text("\n\n".join(src))
+        (dest / "tests" / f"test_{mod}.py").write_text("\n\n".join(tests))
+    return dest
+
+
+def tests_answer(rng: random.Random, out: str) -> str | None:
+    """'The tests pass: 4 passed.' or the summary and the first failing test, from pytest -q."""
+    m = _SUMMARY_LINE_RE.search(out)
+    if not m:
+        return None
+    summary = m.group(1).strip().rstrip(",")
+    ans = requests()["answers"]
+    failed = _FAILED_RE.search(out)
+    if "failed" not in summary:
+        return rng.choice(ans["tests_pass"]).format(SUMMARY=summary)
+    if not failed:
+        return None
+    return rng.choice(ans["tests_fail"]).format(SUMMARY=summary, FILE=failed.group(1),
+                                                TEST=failed.group(2))
+
+
+def make_tests_transcript(rng: random.Random, cache: Path, p_system: float = 0.0,
+                          max_result_chars: int = 2500) -> dict | None:
+    """A "run the tests" transcript on a freshly generated repository (real pytest output)."""
+    import os
+    import sys
+
+    # the tool's `python` must be this interpreter (it has pytest), as in a project venv
+    bindir = str(Path(sys.executable).parent)
+    if not os.environ.get("PATH", "").startswith(bindir + os.pathsep):
+        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
+    os.environ.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+    name = "tests-" + names.identifier(rng, "snake")
+    repo = make_test_repo(rng, Path(cache) / name)
+    tool, args = call_args("tests", "")
+    result = _run(tool, args, repo)
+    if len(result.output) > max_result_chars:
+        return None
+    answer = answer_text(rng, "tests", "", result)
+    if answer is None:
+        return None
+    sys_msgs, tools = system_messages(rng, p_system, str(repo))
+    msgs = sys_msgs + [{"role": "user", "content": user_text(rng, "tests", "")},
+                       call_message(tool, args),
+                       {"role": "tool", "content": result.output},
+                       {"role": "assistant", "content": answer}]
+    return {"repo": name, "split": repo_split(repo), "kind": "tests", "x": args["command"],
+            "tool": tool, "arguments": args, "result": result.output, "messages": msgs,
+            "with_tools": tools is not None}
+
+
 def make_transcript(rng: random.Random, repo: Path, index: RepoIndex, p_system: float = 0.0,
                     max_result_chars: int = 1500) -> dict | None:
     """One transcript dict {repo, split, kind, x, messages, tools} or None if no target fits."""
@@ -220,23 +317,35 @@ def make_transcript(rng: random.Random, repo: Path, index: RepoIndex, p_system: 
 
 
 def generate(out_file: Path, n: int, seed: int = 0, p_system: float = 0.2,
-             repos: list[Path] | None = None, cache: Path | None = None) -> Iterator[dict]:
-    """Write n transcripts (JSONL) from the package repositories; yields each record."""
+             repos: list[Path] | None = None, cache: Path | None = None,
+             p_tests: float = 0.1) -> Iterator[dict]:
+    """Write n transcripts (JSONL); yields each record. A share p_tests are "run the tests"
+    transcripts on generated repositories (make_test_repo), the rest use the package
+    repositories (p_tests=1.0: only test runs, no package repositories needed)."""
+    import tempfile
+
     rng = random.Random(seed)
-    repos = repos or package_repos()
+    cache = Path(cache or Path(tempfile.gettempdir()) / "clover-train-repos")
+    repos = repos or (package_repos() if p_tests < 1.0 else [])
     indexes: dict[Path, RepoIndex] = {}
     out_file = Path(out_file)
     out_file.parent.mkdir(parents=True, exist_ok=True)
     made = 0
     with open(out_file, "w", encoding="utf-8") as f:
         while made < n:
-            repo = materialize(rng.choice(repos), cache)
-            if repo not in indexes:
-                indexes[repo] = RepoIndex(repo)
-            rec = make_transcript(rng, repo, indexes[repo], p_system)
-            if rec is None:
-                continue
-            rec["root"] = str(repo)
+            if rng.random() < p_tests:
+                rec = make_tests_transcript(rng, cache, p_system)
+                if rec is None:
+                    continue
+                rec["root"] = str(cache / rec["repo"])
+            else:
+                repo = materialize(rng.choice(repos), cache)
+                if repo not in indexes:
+                    indexes[repo] = RepoIndex(repo)
+                rec = make_transcript(rng, repo, indexes[repo], p_system)
+                if rec is None:
+                    continue
+                rec["root"] = str(repo)
             f.write(json.dumps(rec) + "\n")
             made += 1
             yield rec

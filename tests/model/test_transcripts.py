@@ -35,7 +35,7 @@ def test_generated_calls_parse_validate_and_replay(tmp_path, package, tok):
 
     out = tmp_path / "t.jsonl"
     recs = list(transcripts.generate(out, 12, seed=3, p_system=0.5, repos=[package],
-                                     cache=tmp_path / "repos"))
+                                     cache=tmp_path / "repos", p_tests=0.0))
     assert len(recs) == 12
     assert len(transcripts.load_records(out)) == 12
     kinds = {r["kind"] for r in recs}
@@ -62,7 +62,7 @@ def test_grounded_answers(tmp_path, package):
     from clover_cli.engine.training import transcripts
 
     recs = list(transcripts.generate(tmp_path / "t.jsonl", 30, seed=1, repos=[package],
-                                     cache=tmp_path / "repos"))
+                                     cache=tmp_path / "repos", p_tests=0.0))
     defines = [r for r in recs if r["kind"] == "define"]
     assert defines
     for r in defines:
@@ -84,3 +84,37 @@ def test_synthetic_calls_are_valid(tok):
         parsed = parse_tool_calls(call_text)
         assert len(parsed.calls) == 1 and not parsed.errors
         validate_args(parsed.calls[0].name, parsed.calls[0].arguments)
+
+
+def test_run_the_tests_transcripts(tmp_path, tok):
+    """'run the tests' transcripts: a generated repository, the real pytest run through
+    run_shell, and an answer quoting the run's summary (and the first failing test)."""
+    import re
+
+    from clover_cli.agent.parsing import parse_tool_calls
+    from clover_cli.engine.training import transcripts
+    from clover_cli.tools.registry import validate_args
+
+    recs = list(transcripts.generate(tmp_path / "t.jsonl", 10, seed=5, p_tests=1.0,
+                                     cache=tmp_path / "repos"))
+    assert len(recs) == 10
+    outcomes = set()
+    for rec in recs:
+        assert rec["kind"] == "tests" and rec["tool"] == "run_shell"
+        text = transcripts.render(tok, rec)
+        call_text = text.split("<|im_start|>assistant\n")[1].split("<|im_end|>")[0]
+        parsed = parse_tool_calls(call_text)
+        assert len(parsed.calls) == 1 and not parsed.errors
+        assert parsed.calls[0].arguments == {"command": "python -m pytest -q"}
+        validate_args("run_shell", parsed.calls[0].arguments)
+        result, answer = rec["result"], rec["messages"][-1]["content"]
+        summary = re.search(r"(\d+ (?:failed|passed)[^)]*?)(?:\)|\.|:|;)", answer).group(1)
+        assert summary in result, (summary, result)  # grounded in the real run
+        if "failed" in summary:
+            outcomes.add("fail")
+            test = re.search(r"(test_\w+) in (\S+) fails", answer)
+            assert f"FAILED {test.group(2)}::{test.group(1)}" in result
+        else:
+            outcomes.add("pass")
+            assert "[exit code 0]" in result
+    assert outcomes == {"pass", "fail"}
