@@ -46,7 +46,6 @@ class BlockDecoder:
         self.run_forward = ForwardRunner(lm.model)
         self.cached = 0  # positions whose keys/values (and GDN state) are in the cache
         self.processing = cfg.repetition_penalty > 1.0 or cfg.progressive_ending
-        self.eos_tensor = torch.tensor(self.eos, device=self.device, dtype=torch.long)
         self.streamer = TextStreamer(lm.tokenizer, hidden_token_ids(lm.tokenizer, self.eos, self.mask_id))
         self.generator = None
         if cfg.temperature > 0:
@@ -139,9 +138,9 @@ class BlockDecoder:
                 block = torch.where(commit, tokens, block)
                 masked &= ~commit
                 steps += 1
-                yield DenoiseStep(block_index, steps, tuple(block[fixed:end].tolist()),
-                                  tuple(masked[fixed:end].tolist()), int(commit.sum()))
-                eos_at = self._eos_done(block, masked, fixed, end)
+                toks, still = block[fixed:end].tolist(), masked[fixed:end].tolist()
+                yield DenoiseStep(block_index, steps, tuple(toks), tuple(still), int(commit.sum()))
+                eos_at = self._eos_done(toks, still, fixed)
                 if eos_at >= 0:
                     break
             steps_per_block.append(steps)
@@ -170,19 +169,18 @@ class BlockDecoder:
 
         yield self._result(generated, finish, steps_per_block, t0)
 
-    def _eos_done(self, block: torch.Tensor, masked: torch.Tensor, fixed: int, end: int) -> int:
-        """Index of the first committed EOS if every position before it is committed, else -1."""
+    def _eos_done(self, toks: list[int], still: list[bool], fixed: int) -> int:
+        """Block index of the first committed EOS if every position before it is committed,
+        else -1. toks/still: the decodable part of the block and its masked flags (plain lists:
+        a 32-element scan in Python is cheaper than the tensor ops on a small model)."""
         if not self.eos:
             return -1
-        is_eos = torch.isin(block[fixed:end], self.eos_tensor)
-        is_eos &= ~masked[fixed:end]
-        hits = torch.nonzero(is_eos).flatten()
-        if hits.numel() == 0:
-            return -1
-        first = int(hits[0])
-        if masked[fixed:fixed + first].any():
-            return -1  # EOS committed while earlier positions are masked: keep decoding
-        return fixed + first
+        for i, (tok, is_masked) in enumerate(zip(toks, still)):
+            if is_masked:
+                return -1  # a masked position before any committed EOS: keep decoding
+            if tok in self.eos:
+                return fixed + i
+        return -1
 
     def _result(self, generated: list[int], finish: str, steps_per_block: list[int],
                 t0: float) -> GenerationResult:

@@ -82,3 +82,28 @@ def test_top_p_keeps_only_the_nucleus():
                                      generator=torch.Generator().manual_seed(seed))
         seen.add(int(tok[0]))
     assert seen == {0, 1}
+
+
+def test_cpu_greedy_fast_path_matches_the_kernel_reference():
+    """engine.selection's CPU greedy path (fewer ops) decides exactly like the contract's
+    reference op: same tokens, same commits, confidences equal to rounding."""
+    from clover_cli.kernels.confidence import select_commits_reference
+
+    gen = torch.Generator().manual_seed(0)
+    for trial in range(200):
+        n, vocab = 32, 50
+        scale = [0.5, 3.0, 8.0, 20.0][trial % 4]
+        logits = torch.randn(n, vocab, generator=gen) * scale
+        if trial % 7 == 0:
+            logits[:, 5] = logits.max() + 1.0  # the mask token would win if not excluded
+        masked = torch.rand(n, generator=gen) < [0.1, 0.5, 1.0][trial % 3]
+        if not masked.any():
+            masked[trial % n] = True
+        for threshold in (0.95, 0.5, 0.3):
+            tok, conf, commit = select(logits, masked, threshold, 0.0, 5)
+            rt, rc, rm = select_commits_reference(logits[None], masked[None], threshold,
+                                                  mask_token_id=5)
+            assert torch.equal(commit, rm[0]), (trial, threshold)
+            assert torch.equal(tok[masked], rt[0][masked])
+            assert torch.allclose(conf[masked], rc[0][masked], atol=1e-6)
+            assert not commit[~masked].any()
