@@ -115,7 +115,9 @@ def _model(cfg: TrainConfig, out: Path, tok):
 # Row lengths measured with the copy-invariant tokenizer: synthetic calls 63-88 tokens, copy /
 # recall chats up to ~150, calls behind the agent's real system prompt and tool schemas
 # 1,119-1,142, transcripts median 166 (p90 459). Longer examples are skipped by the packer.
-CHAT_LEN = {"curriculum": 160, "calls": 128, "calls_sys": 1152, "transcripts": 512}
+# transcripts_sys: the same transcripts behind the system prompt (~1,140 + 166 median tokens).
+CHAT_LEN = {"curriculum": 160, "calls": 128, "calls_sys": 1152, "transcripts": 512,
+            "transcripts_sys": 1664}
 
 
 def _sources(cfg: TrainConfig, tok, split: str = "train") -> dict:
@@ -145,6 +147,14 @@ def _sources(cfg: TrainConfig, tok, split: str = "train") -> dict:
             raise ValueError("mix has transcripts but --transcripts FILE gave none for " + split)
         src["transcripts"] = PackedChatSource(tok, lambda r: r.choice(pool),
                                               CHAT_LEN["transcripts"])
+    if "transcripts_sys" in want:  # what `clover run` sends: call AND answer behind the prompt
+        pool_sys = transcripts.load_rendered(Path(cfg.transcripts_file), split, tok,
+                                             with_system=True) if cfg.transcripts_file else []
+        if not pool_sys:
+            raise ValueError("mix has transcripts_sys but --transcripts FILE gave none for "
+                             + split)
+        src["transcripts_sys"] = PackedChatSource(tok, lambda r: r.choice(pool_sys),
+                                                  CHAT_LEN["transcripts_sys"])
     return src
 
 

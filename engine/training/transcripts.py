@@ -357,15 +357,26 @@ def render(tokenizer, rec: dict) -> str:
     return tokenizer.apply_chat_template(rec["messages"], tools=tools, tokenize=False)
 
 
+def render_with_system(tokenizer, rec: dict) -> str:
+    """The transcript as the agent sends it: its real system prompt (for the record's root) and
+    tool schemas in front, whatever the record was generated with."""
+    msgs = [m for m in rec["messages"] if m.get("role") != "system"]
+    system = {"role": "system", "content": agent_system(rec.get("root") or "/repo")}
+    return tokenizer.apply_chat_template([system] + msgs, tools=agent_prefix()[1], tokenize=False)
+
+
 def load_records(path: Path, split: str | None = None) -> list[dict]:
     """Transcript records of one split ('train' | 'eval' | None for all)."""
     recs = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line]
     return [r for r in recs if split is None or r["split"] == split]
 
 
-def load_rendered(path: Path, split: str, tokenizer=None) -> list[str]:
-    """Rendered transcript texts of one split (the JSONL carries 'text' when pre-rendered)."""
+def load_rendered(path: Path, split: str, tokenizer=None, with_system: bool = False) -> list[str]:
+    """Rendered transcript texts of one split (the JSONL carries 'text' when pre-rendered);
+    with_system: each behind the agent's system prompt and tool schemas."""
     recs = load_records(path, split)
     if tokenizer is None:
         return [r["text"] for r in recs if "text" in r]
+    if with_system:
+        return [render_with_system(tokenizer, r) for r in recs]
     return [render(tokenizer, r) for r in recs]

@@ -118,3 +118,24 @@ def test_run_the_tests_transcripts(tmp_path, tok):
             outcomes.add("pass")
             assert "[exit code 0]" in result
     assert outcomes == {"pass", "fail"}
+
+
+def test_transcripts_behind_the_agent_system_prompt(tmp_path, package, tok):
+    """transcripts_sys renders a record as `clover run` sends it: the agent's system prompt for
+    the record's root and the tool schemas first, then the unchanged conversation."""
+    from clover_cli.engine.training import transcripts
+    from clover_cli.engine.training.data import chat_example
+
+    out = tmp_path / "t.jsonl"
+    list(transcripts.generate(out, 4, seed=2, repos=[package], cache=tmp_path / "repos",
+                              p_tests=0.0))
+    for rec in transcripts.load_records(out):
+        text = transcripts.render_with_system(tok, rec)
+        assert text.count("<|im_start|>system") == 1
+        assert transcripts.agent_system(rec["root"]).splitlines()[0] in text
+        assert '"name": "read_file"' in text  # tool schemas
+        plain = transcripts.render(tok, rec)
+        assert text.endswith(plain.split("<|im_start|>user", 1)[1])
+        ex = chat_example(tok, text)  # loss only on the assistant turns (call + answer)
+        scored = tok.decode([i for i, ok in zip(ex.ids, ex.loss_ok) if ok])
+        assert rec["messages"][-1]["content"] in scored and "Clover" not in scored
