@@ -50,6 +50,13 @@ def load_prompts(path: str | None) -> dict[str, list]:
     return {"code": list(data.get("code", [])), "agent": list(data.get("agent", []))}
 
 
+def agent_system_prompt(root: str = "/repo") -> str:
+    """The agent's system prompt (prompts/agent_system.md) for a project root."""
+    from clover_cli.agent.prompt_files import render
+
+    return render("agent_system.md", root=root)
+
+
 def code_parses(prefix: str, completion: str) -> bool:
     """Does prefix + completion parse, cut back to its last complete line?"""
     text = prefix + completion
@@ -100,8 +107,11 @@ def run_bench(lm, prompts: dict[str, list], thresholds: list[float], max_new_tok
     cases: list[tuple[str, list[int], Any]] = []
     for prefix in prompts["code"]:
         cases.append(("code", lm.encode(prefix), prefix))
+    system = agent_system_prompt()
     for case in prompts["agent"]:
-        text = lm.render_chat([{"role": "user", "content": case["request"]}], tools=schemas)
+        # an agent turn as `clover run` sends it: the agent's system prompt, tool schemas, request
+        text = lm.render_chat([{"role": "system", "content": system},
+                               {"role": "user", "content": case["request"]}], tools=schemas)
         cases.append(("agent", lm.encode(text), case))
     ar = RunTotals("ar", None)
     runs = [RunTotals(f"t={t}", t) for t in thresholds] if lm.is_diffusion else []
