@@ -12,6 +12,20 @@ from clover_cli.engine.training.evaluate import bd_generate
 
 _CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
 
+# Phrasings that are NOT in requests.json (never seen in training): the held-out eval asks the
+# held-out repositories' requests in these words too (issue 5: "phrasings not in the templates").
+NOVEL_PHRASES = {
+    "show": ["Could you open {X} for me?", "I want to read {X}", "view {X}",
+             "give me the contents of {X}"],
+    "define": ["In which file is {X} defined?", "where can I find the definition of {X}?",
+               "Where does {X} live?", "find where {X} is defined"],
+    "uses": ["where is {X} referenced?", "look for usages of {X}", "which places use {X}?",
+             "search the code for {X}"],
+    "list": ["what's in the {X} folder?", "show me the files under {X}",
+             "list everything in {X}", "what does the directory {X} contain?"],
+    "tests": ["are the tests green?", "please run the test suite now", "execute the tests"],
+}
+
 
 def parse_call(text: str) -> tuple[str, dict] | None:
     """(name, arguments) of the first Hermes-style call in text, or None."""
@@ -26,17 +40,21 @@ def parse_call(text: str) -> tuple[str, dict] | None:
 
 
 def call_prompts(tok, n: int, seed: int, records: list[dict] | None = None,
-                 with_tools: bool | None = None) -> list[tuple]:
+                 with_tools: bool | None = None, novel: bool = False) -> list[tuple]:
     """(prompt text, expected tool, expected args) for synthetic names or held-out records.
 
     with_tools: None = as recorded; True = the agent's system prompt and tool schemas in front
-    (what `clover run` sends); False = no system section."""
+    (what `clover run` sends); False = no system section. novel: the request re-worded with a
+    NOVEL_PHRASES phrasing of its kind."""
     rng = random.Random(seed)
     out = []
     for i in range(n):
         if records:
             rec = records[i % len(records)]
-            msgs = [m for m in rec["messages"][:-3] if m["role"] != "system"]
+            msgs = [dict(m) for m in rec["messages"][:-3] if m["role"] != "system"]
+            if novel and rec.get("kind") in NOVEL_PHRASES:
+                msgs[-1]["content"] = rng.choice(NOVEL_PHRASES[rec["kind"]]).replace(
+                    "{X}", rec.get("x", ""))
             use = rec.get("with_tools") if with_tools is None else with_tools
             tools = None
             if use:
@@ -137,9 +155,12 @@ def evaluate_dir(model_dir: str, transcripts_file: str, n: int = 30, seed: int =
            "transcript_loss": heldout_loss(
                model, [chat_example(tok, transcripts.render(tok, r)) for r in recs], bs, mask_id),
            "copy": copy_accuracy(model, tok, n, 99, bs)}
-    for key, wt in (("heldout", False), ("heldout_agent_prefix", True)):
+    for key, wt, novel in (("heldout", False, False), ("heldout_agent_prefix", True, False),
+                           ("heldout_novel", False, True),
+                           ("heldout_novel_agent_prefix", True, True)):
         res.update({f"{key}_{k}": v for k, v in call_accuracy(
-            model, tok, call_prompts(tok, len(recs), 0, recs, with_tools=wt), bs).items()})
+            model, tok, call_prompts(tok, len(recs), 0, recs, with_tools=wt, novel=novel),
+            bs).items()})
     res.update({"synth_" + k: v for k, v in
                 call_accuracy(model, tok, call_prompts(tok, n, 4242), bs).items()})
     return res
