@@ -235,6 +235,7 @@ class Trainer:
         self.model.train()
         t_start = time.time()
         window_t, window_tok, losses = time.time(), 0, {"bd": [], "ar": []}
+        self._window_start = self.step
         last: dict = {}
         while self.step < cfg.steps:
             for g in self.opt.param_groups:
@@ -255,12 +256,16 @@ class Trainer:
                        "loss": _mean(losses["bd"]), "ar_loss": _mean(losses["ar"]),
                        "tok_s": window_tok / max(dt, 1e-9), "tokens": self.tokens,
                        "elapsed_s": round(self.elapsed, 1)}
-                self.echo(f"step {self.step}/{cfg.steps} loss {_fmt(rec['loss'])} "
-                          f"ar {_fmt(rec['ar_loss'])} lr {rec['lr']:.2e} "
-                          f"{rec['tok_s']:.0f} tok/s {self.elapsed / 60:.1f} min")
+                eta = _eta_minutes(cfg, self.step, self.step - self._window_start, dt,
+                                   time.time() - t_start)
+                self.echo(f"step {self.step}/{cfg.steps} {progress_bar(self.step, cfg.steps)} "
+                          f"loss {_fmt(rec['loss'])} ar {_fmt(rec['ar_loss'])} "
+                          f"lr {rec['lr']:.2e} {rec['tok_s']:.0f} tok/s "
+                          f"{self.elapsed / 60:.1f} min, ETA {eta:.0f} min")
                 self.log(rec)
                 last = rec
                 window_t, window_tok, losses = time.time(), 0, {"bd": [], "ar": []}
+                self._window_start = self.step
             if evaluate and (self.step % cfg.eval_every == 0 or self.step == cfg.steps):
                 self.model.eval()
                 ev = {"step": self.step, "eval": evaluate(self)}
@@ -275,6 +280,22 @@ class Trainer:
                 self.save()
                 break
         return last
+
+
+def progress_bar(step: int, total: int, width: int = 20) -> str:
+    """`[#######.............]  35%`: the share of optimizer steps done."""
+    frac = min(1.0, step / max(total, 1))
+    done = int(round(frac * width))
+    return "[" + "#" * done + "." * (width - done) + f"] {100 * frac:3.0f}%"
+
+
+def _eta_minutes(cfg: TrainConfig, step: int, window_steps: int, window_s: float,
+                 run_s: float) -> float:
+    """Minutes left at the last window's speed, capped by --max-minutes."""
+    left = (cfg.steps - step) * window_s / max(window_steps, 1) / 60
+    if cfg.max_minutes:
+        left = min(left, max(0.0, cfg.max_minutes - run_s / 60))
+    return left
 
 
 def _mean(xs: list[float]) -> float | None:

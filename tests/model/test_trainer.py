@@ -52,6 +52,8 @@ def test_loss_goes_down_and_resume(tmp_path, corpus_dir, bundled_dir):
     assert len(losses) == 6
     assert losses[-1] < losses[0] - 1.0, losses
     assert any("tok/s" in x for x in lines)
+    assert any("[" + "#" * 20 + "] 100%" in x for x in lines)  # progress bar at the end
+    assert any("ETA" in x for x in lines)
     state = json.loads((tmp_path / "run" / "train_state.json").read_text())
     assert state["step"] == 30
     # resume: continues from step 30 up to 36 with the saved optimizer state
