@@ -154,8 +154,7 @@ class BlockDecoder:
             if stop_here:
                 finish = "eos"
                 break
-            text = self.streamer.text_of(generated)
-            if cfg.stop and find_stop(text, cfg.stop) >= 0:
+            if cfg.stop and find_stop(self.streamer.text_of(generated), cfg.stop) >= 0:
                 finish = "stop"
                 break
             if cfg.repetition_penalty > 1.0 and repeated_block(blocks, self.eos):
