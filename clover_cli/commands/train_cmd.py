@@ -73,9 +73,12 @@ def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_
         counts: dict = {}
         if not 0.0 <= tests_share <= 1.0:
             raise click.UsageError("--tests-share must be between 0 and 1")
-        for rec in generate(transcripts_file, make_transcripts, seed=seed, p_system=0.0,
-                            p_tests=tests_share):
-            counts[rec["split"]] = counts.get(rec["split"], 0) + 1
+        try:
+            for rec in generate(transcripts_file, make_transcripts, seed=seed, p_system=0.0,
+                                p_tests=tests_share):
+                counts[rec["split"]] = counts.get(rec["split"], 0) + 1
+        except ValueError as e:
+            raise click.ClickException(str(e)) from None
         click.echo(f"wrote {transcripts_file}: {counts}")
         return
     from clover_cli.engine.training.evaluation_hooks import make_evaluator

@@ -324,28 +324,41 @@ def generate(out_file: Path, n: int, seed: int = 0, p_system: float = 0.2,
     repositories (p_tests=1.0: only test runs, no package repositories needed)."""
     import tempfile
 
+    import importlib.util
+
+    if p_tests > 0 and importlib.util.find_spec("pytest") is None:
+        raise ValueError("'run the tests' transcripts run pytest: install it "
+                         "(pip install pytest) or pass --tests-share 0")
     rng = random.Random(seed)
     cache = Path(cache or Path(tempfile.gettempdir()) / "clover-train-repos")
     repos = repos or (package_repos() if p_tests < 1.0 else [])
+    if p_tests < 1.0 and not repos:
+        raise ValueError("no package repositories found on this machine for transcripts")
+    misses = 0
     indexes: dict[Path, RepoIndex] = {}
     out_file = Path(out_file)
     out_file.parent.mkdir(parents=True, exist_ok=True)
     made = 0
     with open(out_file, "w", encoding="utf-8") as f:
         while made < n:
+            if misses > 500:
+                raise ValueError(f"transcript generation stalled: 500 attempts in a row gave "
+                                 f"no usable transcript ({made} of {n} written)")
             if rng.random() < p_tests:
                 rec = make_tests_transcript(rng, cache, p_system)
-                if rec is None:
-                    continue
-                rec["root"] = str(cache / rec["repo"])
+                if rec is not None:
+                    rec["root"] = str(cache / rec["repo"])
             else:
                 repo = materialize(rng.choice(repos), cache)
                 if repo not in indexes:
                     indexes[repo] = RepoIndex(repo)
                 rec = make_transcript(rng, repo, indexes[repo], p_system)
-                if rec is None:
-                    continue
-                rec["root"] = str(repo)
+                if rec is not None:
+                    rec["root"] = str(repo)
+            if rec is None:
+                misses += 1
+                continue
+            misses = 0
             f.write(json.dumps(rec) + "\n")
             made += 1
             yield rec

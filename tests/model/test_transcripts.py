@@ -139,3 +139,25 @@ def test_transcripts_behind_the_agent_system_prompt(tmp_path, package, tok):
         ex = chat_example(tok, text)  # loss only on the assistant turns (call + answer)
         scored = tok.decode([i for i, ok in zip(ex.ids, ex.loss_ok) if ok])
         assert rec["messages"][-1]["content"] in scored and "Clover" not in scored
+
+
+def test_generation_without_pytest_says_so(tmp_path, monkeypatch):
+    """'run the tests' transcripts need pytest; without it the generator stops with a clear
+    error instead of retrying forever."""
+    import importlib.util
+
+    from clover_cli.engine.training import transcripts
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "pytest" else real(name, *a))
+    with pytest.raises(ValueError, match="install it"):
+        list(transcripts.generate(tmp_path / "t.jsonl", 2, p_tests=1.0, cache=tmp_path / "r"))
+
+
+def test_generation_stalls_with_a_clear_error(tmp_path, monkeypatch):
+    from clover_cli.engine.training import transcripts
+
+    monkeypatch.setattr(transcripts, "make_tests_transcript", lambda *a, **k: None)
+    with pytest.raises(ValueError, match="stalled"):
+        list(transcripts.generate(tmp_path / "t.jsonl", 2, p_tests=1.0, cache=tmp_path / "r"))
