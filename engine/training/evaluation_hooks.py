@@ -105,6 +105,39 @@ def copy_accuracy(model, tok, n: int, seed: int, block_size: int) -> float:
     return ok / max(n, 1)
 
 
+def copy_positions(model, tok, n: int, seed: int, positions: int = 6) -> list[float]:
+    """Teacher-forced copy accuracy by position, in AR mode (block size 1): for pure-copy chats,
+    the share of examples whose k-th answer token is the argmax given the true tokens before it.
+    Position 0 is finding where the name starts; later positions are induction (copy the token
+    that followed the previous one in the request)."""
+    import torch
+
+    from clover_cli.engine.training import blockdiff
+
+    rng = random.Random(seed)
+    mask_id = int(model.config.mask_token_id)
+    hits: list[list[int]] = [[] for _ in range(positions)]
+    device = next(model.parameters()).device
+    for _ in range(n):
+        ex = chat_example(tok, curriculum.copy_chat(rng, tok))
+        ids = torch.tensor([ex.ids], device=device)
+        ok = torch.tensor([ex.loss_ok], device=device)
+        size = ids.shape[1]
+        noisy = torch.where(ok, torch.full_like(ids, mask_id), ids)
+        dtype = next(model.parameters()).dtype
+        mask4 = blockdiff.additive_mask(blockdiff.bd_allowed(size, 1, device), dtype)
+        pos = torch.arange(size, device=device)
+        with torch.no_grad():
+            logits = model(input_ids=torch.cat([noisy, ids], 1), attention_mask=mask4,
+                           position_ids=torch.cat([pos, pos])[None]).logits[0, :size].float()
+        logits[:, mask_id] = float("-inf")
+        pred = logits.argmax(-1)
+        answer = ok[0].nonzero().flatten().tolist()[:-1]  # the name, without <|im_end|>
+        for k, i in enumerate(answer[:positions]):
+            hits[k].append(int(pred[i] == ids[0, i]))
+    return [round(sum(h) / len(h), 3) if h else 0.0 for h in hits]
+
+
 def make_evaluator(trainer, n_code_rows: int = 8, n_calls: int = 20):
     """A closure computing the eval dict for the trainer's current model."""
     from clover_cli.engine.training.trainer import heldout_loss
@@ -154,7 +187,8 @@ def evaluate_dir(model_dir: str, transcripts_file: str, n: int = 30, seed: int =
            "code_loss": heldout_loss(model, code_rows, bs, mask_id),
            "transcript_loss": heldout_loss(
                model, [chat_example(tok, transcripts.render(tok, r)) for r in recs], bs, mask_id),
-           "copy": copy_accuracy(model, tok, n, 99, bs)}
+           "copy": copy_accuracy(model, tok, n, 99, bs),
+           "copy_by_position_teacher_forced": copy_positions(model, tok, max(n, 40), 11)}
     for key, wt, novel in (("heldout", False, False), ("heldout_agent_prefix", True, False),
                            ("heldout_novel", False, True),
                            ("heldout_novel_agent_prefix", True, True)):

@@ -29,3 +29,34 @@ def test_call_prompts_reword_the_request_and_keep_the_expected_call(tok):
     assert any(p.replace("{X}", "parse_header") in novel[0] for p in NOVEL_PHRASES["define"])
     assert novel[1:] == plain[1:] == ("grep", {"pattern": "(def|class) parse_header"})
     assert rec["messages"][0]["content"] == "where is parse_header defined?"  # not mutated
+
+
+def test_copy_positions_scores_a_perfect_copier_and_a_constant_model(tok):
+    """The teacher-forced copy probe gives 1.0 at every position to a model that predicts the
+    true token, and 0.0 to one that always predicts a token no name contains."""
+    import torch
+
+    from clover_cli.engine.training import curriculum, evaluation_hooks
+    from clover_cli.engine.training.data import chat_example
+
+    class Fake(torch.nn.Module):
+        def __init__(self, oracle: bool):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(1))
+            self.oracle = oracle
+            self.config = type("C", (), {"mask_token_id": tok.mask_token_id})()
+
+        def forward(self, input_ids, **kw):
+            n = input_ids.shape[1] // 2
+            clean = input_ids[0, n:]  # the clean half holds the true tokens
+            logits = torch.zeros(1, 2 * n, len(tok))
+            target = clean if self.oracle else torch.full_like(clean, tok.pad_token_id)
+            logits[0, torch.arange(n), target] = 10.0
+            return type("O", (), {"logits": logits})()
+
+    import random
+    ex = chat_example(tok, curriculum.copy_chat(random.Random(11), tok))
+    assert sum(ex.loss_ok) >= 2
+    good = evaluation_hooks.copy_positions(Fake(True), tok, 10, 11, positions=3)
+    bad = evaluation_hooks.copy_positions(Fake(False), tok, 10, 11, positions=3)
+    assert good == [1.0, 1.0, 1.0] and bad == [0.0, 0.0, 0.0]
