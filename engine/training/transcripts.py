@@ -344,7 +344,7 @@ def generate(out_file: Path, n: int, seed: int = 0, p_system: float = 0.2,
             if misses > 500:
                 raise ValueError(f"transcript generation stalled: 500 attempts in a row gave "
                                  f"no usable transcript ({made} of {n} written)")
-            if rng.random() < p_tests:
+            if p_tests > 0 and rng.random() < p_tests:  # no draw at 0: old seeds reproduce
                 rec = make_tests_transcript(rng, cache, p_system)
                 if rec is not None:
                     rec["root"] = str(cache / rec["repo"])
