@@ -46,6 +46,10 @@ def test_trained_tokenizer_is_copy_invariant(fresh_tok):
     _check(fresh_tok)
 
 
+def test_bundled_tokenizer_is_copy_invariant(tok):
+    _check(tok)
+
+
 def test_whitespace_and_quotes_are_their_own_tokens(fresh_tok):
     pieces = [fresh_tok.decode([i]) for i in
               fresh_tok('x = "parse_args"', add_special_tokens=False)["input_ids"]]
