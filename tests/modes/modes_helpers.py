@@ -16,6 +16,15 @@ TEST_ADD = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5
 TEST_MUL = "from calc import mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n"
 
 
+def alive(pid: int) -> bool:
+    """Is process pid running (a zombie counts as gone)?"""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ", 1)[1][:1] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 def run(cmd, cwd, check=True, env=None, timeout=120):
     """subprocess.run with text output; fails the test on a nonzero exit when check."""
     proc = subprocess.run(cmd, cwd=str(cwd), capture_output=True, text=True, env=env, timeout=timeout)

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from modes_helpers import BUGGY, FIXED, clover, clover_env, git, tool_call, write_replay
+from modes_helpers import BUGGY, FIXED, alive, clover, clover_env, git, tool_call, write_replay
 
 pytestmark = pytest.mark.slow
 TEST = "tests/test_add.py::test_add"
@@ -96,14 +96,6 @@ def test_one_undo_reverts_every_edit_of_the_fix(calc_repo, tmp_path):
     assert git(repo, "status", "--porcelain") == ""
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(") ", 1)[1][:1] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def test_ctrl_c_stops_the_agents_running_command(calc_repo, tmp_path):
     repo, _ = calc_repo
     pid_file = tmp_path / "sleep.pid"
@@ -124,11 +116,11 @@ def test_ctrl_c_stops_the_agents_running_command(calc_repo, tmp_path):
         assert proc.returncode == 130, out + err
         assert "interrupted" in err
         deadline = time.monotonic() + 5
-        while _alive(sleep_pid) and time.monotonic() < deadline:
+        while alive(sleep_pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not _alive(sleep_pid), "the agent's command outlived clover fix"
+        assert not alive(sleep_pid), "the agent's command outlived clover fix"
     finally:
         if proc.poll() is None:
             proc.kill()
-        if sleep_pid and _alive(sleep_pid):
+        if sleep_pid and alive(sleep_pid):
             os.kill(sleep_pid, signal.SIGKILL)

@@ -11,17 +11,9 @@ import time
 
 import pytest
 
-from modes_helpers import clover_env, make_calc_repo, tool_call, write_replay
+from modes_helpers import alive, clover_env, make_calc_repo, tool_call, write_replay
 
 pytestmark = pytest.mark.slow
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(") ", 1)[1][:1] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_ctrl_c_cancels_every_worker_and_keeps_the_output(tmp_path):
@@ -56,9 +48,9 @@ def test_ctrl_c_cancels_every_worker_and_keeps_the_output(tmp_path):
         assert time.monotonic() - start < 15                               # did not wait out `sleep 301`
         assert "interrupted" in err
         deadline = time.monotonic() + 5
-        while any(map(_alive, sleeping)) and time.monotonic() < deadline:
+        while any(map(alive, sleeping)) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not any(map(_alive, sleeping)), "an agent's command outlived clover swebench"
+        assert not any(map(alive, sleeping)), "an agent's command outlived clover swebench"
         assert [json.loads(ln) for ln in out.read_text().splitlines()] == [old]   # nothing half-done added
         report = json.loads((tmp_path / "preds.report.json").read_text())
         for r in rows:
@@ -68,5 +60,5 @@ def test_ctrl_c_cancels_every_worker_and_keeps_the_output(tmp_path):
         if proc.poll() is None:
             proc.kill()
         for pid in sleeping:
-            if _alive(pid):
+            if alive(pid):
                 os.kill(pid, signal.SIGKILL)
