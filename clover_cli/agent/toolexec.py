@@ -18,6 +18,7 @@ from typing import Callable, Iterator
 from clover_cli.agent.approvals import ApprovalPolicy
 from clover_cli.agent.events import AgentEvent, ApprovalAnswer, ApprovalRequested, Notice, ToolOutput
 from clover_cli.agent.prompt_files import observation
+from clover_cli.agent.queues import STOPPED, next_item
 from clover_cli.tools.base import ToolResult
 
 _DONE = object()
@@ -132,17 +133,19 @@ def _run_streaming(call_id: str, name: str, args: dict, ctx: CallContext) -> Ite
 
     threading.Thread(target=work, name=f"tool-{name}", daemon=True).start()
     cancelled_at: float | None = None
-    while True:
+
+    def grace_over() -> bool:
+        nonlocal cancelled_at
         if cancelled_at is None and ctx.cancel.is_set():
             cancelled_at = time.monotonic()
-        if cancelled_at is not None and time.monotonic() - cancelled_at > CANCEL_GRACE:
+        return cancelled_at is not None and time.monotonic() - cancelled_at > CANCEL_GRACE
+
+    while True:
+        item = next_item(chunks, grace_over)
+        if item is STOPPED:
             partial = "".join(output)[-2000:]
             text = (partial + "\n" if partial else "") + observation("cancelled_running", name=name)
             return ToolResult(False, text, {"error": "cancelled", "cancelled": True})
-        try:
-            item = chunks.get(timeout=0.05)
-        except queue.Empty:
-            continue
         if item is _DONE:
             break
         if isinstance(item, str) and item:

@@ -123,6 +123,8 @@ def _turn_events(agent, task: str):
     import queue
     import threading
 
+    from clover_cli.agent.queues import next_item
+
     events: queue.Queue = queue.Queue()
     end = object()
 
@@ -137,10 +139,7 @@ def _turn_events(agent, task: str):
 
     threading.Thread(target=work, name="clover-run-turn", daemon=True).start()
     while True:
-        try:
-            item = events.get(timeout=0.1)
-        except queue.Empty:
-            continue
+        item = next_item(events, poll=0.1)
         if item is end:
             return
         if isinstance(item, BaseException):

@@ -21,6 +21,7 @@ from typing import Any, Iterator
 from clover_cli.agent.backends.base import (BackendError, Completion, ModelBackend, NativeToolCall,
                                             StreamItem, ThinkSplitter, block_texts)
 from clover_cli.agent.events import BlockText
+from clover_cli.agent.queues import STOPPED, next_item
 from clover_cli.agent.parsing import has_open_call, parse_tool_calls, split_thinking
 
 _EOF = object()
@@ -167,12 +168,9 @@ class OpenAIBackend(ModelBackend):
         threading.Thread(target=_read_lines, args=(resp, lines), daemon=True).start()
         parts: list[str] = []
         while True:
-            if cancel is not None and cancel.is_set():
+            line = next_item(lines, lambda: cancel is not None and cancel.is_set())
+            if line is STOPPED:
                 return _CANCELLED
-            try:
-                line = lines.get(timeout=0.05)
-            except queue.Empty:
-                continue
             if line is _EOF:
                 break
             if isinstance(line, (socket.timeout, TimeoutError)):
