@@ -37,3 +37,43 @@ def test_quality_proxies():
     assert not code_parses("def f(x):\n", "    return (x +\n")
     assert agreement([1, 2, 3], [1, 2, 4, 5]) == 0.5
     assert agreement([], []) == 1.0
+
+
+def test_agent_turns_are_rendered_as_clover_run_sends_them(monkeypatch):
+    """Each agent prompt carries the agent's system prompt and the tool schemas before the
+    request (a bench on a prompt shape the agent never produces would measure the wrong thing)."""
+    from types import SimpleNamespace
+
+    import clover_cli.engine.decode as decode
+    from clover_cli.bench import agent_system_prompt, run_bench
+
+    rendered = []
+
+    class FakeLM:
+        name, block_size, is_diffusion = "fake", 32, False
+
+        def encode(self, text):
+            return [1, 2, 3]
+
+        def render_chat(self, messages, tools=None):
+            rendered.append((messages, tools))
+            return "x"
+
+    stats = SimpleNamespace(generated_tokens=1, forwards=1, total_seconds=0.01, prefill_seconds=0.0,
+                            forward_seconds=0.01, steps_per_block=(1,))
+
+    class FakeEngine:
+        def __init__(self, lm):
+            pass
+
+        def generate(self, ids, cfg):
+            return SimpleNamespace(stats=stats, token_ids=(5,), text="")
+
+    monkeypatch.setattr(decode, "Engine", FakeEngine)
+    run_bench(FakeLM(), {"code": [], "agent": [{"request": "list docs", "tool": ["list_files"],
+                                                "arg": "docs"}]}, [], 4)
+    (messages, tools), = rendered
+    assert messages[0] == {"role": "system", "content": agent_system_prompt()}
+    assert "Clover" in messages[0]["content"]
+    assert messages[1] == {"role": "user", "content": "list docs"}
+    assert {t["function"]["name"] for t in tools} >= {"grep", "read_file", "list_files"}
