@@ -14,7 +14,7 @@ def _mix(text: str) -> dict:
             out[name.strip()] = float(weight) if weight else 1.0
         except ValueError:
             raise click.BadParameter(f"bad mix entry {part!r}; expected NAME:WEIGHT") from None
-    known = {"code", "curriculum", "calls", "calls_sys", "transcripts", "transcripts_sys"}
+    known = {"code", "curriculum", "dense_copy", "calls", "calls_sys", "transcripts", "transcripts_sys"}
     if not out or not set(out) <= known:
         raise click.BadParameter(f"mix names must be among {', '.join(sorted(known))}")
     return out

@@ -133,6 +133,8 @@ def _sources(cfg: TrainConfig, tok, split: str = "train") -> dict:
     if "curriculum" in want:
         src["curriculum"] = PackedChatSource(tok, lambda r: curriculum.curriculum_chat(r, tok),
                                              CHAT_LEN["curriculum"])
+    if "dense_copy" in want:
+        src["dense_copy"] = curriculum.DenseCopySource(tok, cfg.seq_len)
     if "calls" in want:
         src["calls"] = PackedChatSource(tok, lambda r: transcripts.synthetic_call_chat(r, tok),
                                         CHAT_LEN["calls"])

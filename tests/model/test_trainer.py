@@ -73,6 +73,16 @@ def test_ar_fraction_runs_both_layouts(tmp_path, corpus_dir, bundled_dir):
     assert rec["loss"] is not None and rec["ar_loss"] is not None
 
 
+def test_dense_copy_source_trains(tmp_path, corpus_dir, bundled_dir):
+    from clover_cli.engine.training.trainer import Trainer
+
+    tr = Trainer(_cfg(tmp_path, corpus_dir, bundled_dir, steps=4, mix={"dense_copy": 1.0}),
+                 echo=lambda s: None)
+    assert set(tr.mix.sources) == {"dense_copy"}
+    rec = tr.run()
+    assert rec["loss"] is not None and rec["loss"] > 0
+
+
 def test_adapt_ar_checkpoint(tmp_path, corpus_dir, bundled_dir):
     """A random AR Qwen3 (no mask token, no block size) adapted for a few steps loads back as a
     block-diffusion model."""
