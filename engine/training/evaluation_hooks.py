@@ -154,7 +154,9 @@ def make_evaluator(trainer, n_code_rows: int = 8, n_calls: int = 20):
     def evaluate(tr) -> dict:
         m = tr.model
         res = {"code_loss": round(heldout_loss(m, code_rows, cfg.block_size, tr.mask_id), 4),
-               "copy": copy_accuracy(m, tok, 10, 99, cfg.block_size)}
+               "copy": copy_accuracy(m, tok, 10, 99, cfg.block_size),
+               # teacher-forced copy, mean over name positions 0-5: moves long before "copy"
+               "copy_tf": round(sum(p := copy_positions(m, tok, 20, 11)) / len(p), 3)}
         res.update({"synth_" + k: round(v, 3)
                     for k, v in call_accuracy(m, tok, synth, cfg.block_size).items()})
         if held:

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-COLUMNS = ("code_loss", "transcript_loss", "copy", "synth_call_valid", "synth_call_exact",
+COLUMNS = ("code_loss", "transcript_loss", "copy", "copy_tf", "synth_call_valid", "synth_call_exact",
            "heldout_call_valid", "heldout_call_exact", "heldout_tpf")
 
 

@@ -159,3 +159,18 @@ def test_packer_refuses_rows_no_example_fits(tok):
     src = PackedChatSource(tok, lambda r: long_chat, n=64)
     with pytest.raises(ValueError, match="no chat example fits"):
         src.row(random.Random(0), 64)
+
+
+def test_evaluator_reports_teacher_forced_copy(tmp_path, corpus_dir, bundled_dir, monkeypatch):
+    from clover_cli.engine.training import evaluation_hooks
+    from clover_cli.engine.training.data import CodeSource
+    from clover_cli.engine.training.trainer import Trainer
+
+    files = sorted(corpus_dir.glob("*.py"))
+    monkeypatch.setattr(evaluation_hooks, "CodeSource",
+                        lambda tok, split: CodeSource(tok, split, files=files, n=64))
+    tr = Trainer(_cfg(tmp_path, corpus_dir, bundled_dir, steps=1), echo=lambda s: None)
+    res = evaluation_hooks.make_evaluator(tr, n_code_rows=1, n_calls=1)(tr)
+    assert 0.0 <= res["copy_tf"] <= 1.0 and res["code_loss"] > 0
+    # an untrained micro model does not copy: a copier would score near 1
+    assert res["copy_tf"] < 0.5
