@@ -11,6 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from clover_cli.engine.training import names
+from clover_cli.engine.training.data import Example
 
 DATA = Path(__file__).with_name("curriculum.json")
 
@@ -102,16 +103,21 @@ class DenseCopySource:
             ok += [False] * len(q) + [True] * len(a)
         return ids, ok
 
-    def row(self, rng: random.Random, n: int):
-        from clover_cli.engine.training.data import Example
-
+    def row(self, rng: random.Random, n: int) -> Example:
+        """Pack whole episodes until the next one would not fit (episodes longer than a row are
+        skipped, as the chat packer does); pad the rest."""
         ids: list[int] = []
         ok: list[bool] = []
         for _ in range(50):
             e_ids, e_ok = (self._repeat if rng.random() < 0.5 else self._recall)(rng)
+            if len(e_ids) + 1 > n:
+                continue
             if len(ids) + len(e_ids) + 1 > n:
                 break
             ids += e_ids + [self.eot]
             ok += e_ok + [False]
+        if not ids:
+            raise ValueError(f"no copy episode fits a row of {n} tokens (50 tried): raise "
+                             "--seq-len")
         pad = n - len(ids)
         return Example(ids + [self.pad] * pad, ok + [False] * pad)

@@ -322,9 +322,8 @@ def generate(out_file: Path, n: int, seed: int = 0, p_system: float = 0.2,
     """Write n transcripts (JSONL); yields each record. A share p_tests are "run the tests"
     transcripts on generated repositories (make_test_repo), the rest use the package
     repositories (p_tests=1.0: only test runs, no package repositories needed)."""
-    import tempfile
-
     import importlib.util
+    import tempfile
 
     if p_tests > 0 and importlib.util.find_spec("pytest") is None:
         raise ValueError("'run the tests' transcripts run pytest: install it "

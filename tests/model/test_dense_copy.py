@@ -54,3 +54,10 @@ def test_every_scored_answer_is_a_copy_of_earlier_context(tok):
             assert _occurs(ex.ids[episode_start:s], core)
             checked += 1
     assert checked > 50
+
+
+def test_a_row_too_short_for_any_episode_is_a_clear_error(tok):
+    import pytest
+
+    with pytest.raises(ValueError, match="seq-len"):
+        DenseCopySource(tok, 8).row(random.Random(0), 8)
