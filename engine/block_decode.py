@@ -6,7 +6,7 @@ denoise step runs the block against the cache (bidirectional inside the block), 
 masked position whose confidence is strictly above the threshold (else the single most confident
 one), and leaves the cache as it was. A finished block is written to the cache by one forward,
 fused by default with step 0 of the next block (the next block's queries see the committed block
-computed in the same pass). Ideas follow Fast-dLLM v2 (Wu et al. 2025) and SDAR (Cheng et al. 2025).
+computed in the same pass; GDN layers split their input so only the block enters their state). Ideas follow Fast-dLLM v2 (Wu et al. 2025) and SDAR (Cheng et al. 2025).
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from .config import GenerationConfig
 from .kernel_hooks import denoise_step
 from .events import BlockCommitted, DenoiseStep, GenerationResult, GenerationStats
 from .processors import process_logits, repeated_block
+from .recurrent_split import install_recurrent_split, split_recurrent
 from .runtime import (ForwardRunner, TextStreamer, block_causal_mask, crop_attention, find_stop,
                       hidden_token_ids, make_cache, restore_recurrent, snapshot_recurrent)
 from .selection import select
@@ -40,7 +41,9 @@ class BlockDecoder:
         self.mask_id = lm.mask_token_id
         self.eos = tuple(lm.eos_token_ids)
         self.shifted = lm.family.shifted_logits
-        self.fuse = fuse_commit
+        self.recurrent = lm.family.recurrent
+        # a hybrid fuses only when every GDN layer can split its input (recurrent_split.py)
+        self.fuse = fuse_commit and (not self.recurrent or install_recurrent_split(lm.model) > 0)
         self.device = lm.device
         self.dtype = next(lm.model.parameters()).dtype
         self.run_forward = ForwardRunner(lm.model)
@@ -87,7 +90,8 @@ class BlockDecoder:
             self.cached += self.B
             return logits[-1], None
         masks = torch.full((self.B,), self.mask_id, device=self.device, dtype=block.dtype)
-        logits = self._forward(torch.cat([block, masks]), start, cache)
+        with split_recurrent(self.B if self.recurrent else 0):
+            logits = self._forward(torch.cat([block, masks]), start, cache)
         crop_attention(cache, self.B)  # the next block's keys/values are not committed
         self.cached += self.B
         return logits[self.B - 1], logits[self.B:]

@@ -49,9 +49,8 @@ class Engine:
         self.lm = lm
         self.threads = configure_cpu_threads(lm.model)
         self.kernels = [] if use_kernels is False else install_kernels(lm.model, force=bool(use_kernels))
-        # GDN layers are causal: a fused [block ; next masks] forward would fold the masks into the
-        # recurrent state, so recurrent families commit with a separate forward.
-        self.fuse_commit = fuse_commit and not lm.family.recurrent
+        # GDN hybrids fuse too: their recurrent layers split the fused input (recurrent_split.py)
+        self.fuse_commit = fuse_commit
 
     def stream(self, prompt_ids: list[int], config: GenerationConfig | None = None,
                cancel: threading.Event | None = None) -> Iterator:
