@@ -44,6 +44,7 @@ class ChatScreen(SlashCommands, Screen):
         self._quit_armed_until = 0.0
         self._turn_clock: tuple[float, float, float] | None = None
         self._last_draw: tuple[float, float] | None = None  # (wall, UI CPU) at the last drawn frame
+        self._widgets: dict[str, Any] = {}
 
     # ----- layout
     def compose(self) -> ComposeResult:
@@ -56,17 +57,24 @@ class ChatScreen(SlashCommands, Screen):
         yield PromptInput(id="prompt")
         yield StatusBar()
 
+    # the three widgets are composed once; looked up once (the 10 fps frame timer reads them)
     @property
     def transcript(self) -> Transcript:
-        return self.query_one(Transcript)
+        if self._widgets.get("transcript") is None:
+            self._widgets["transcript"] = self.query_one(Transcript)
+        return self._widgets["transcript"]
 
     @property
     def status(self) -> StatusBar:
-        return self.query_one(StatusBar)
+        if self._widgets.get("status") is None:
+            self._widgets["status"] = self.query_one(StatusBar)
+        return self._widgets["status"]
 
     @property
     def denoise(self) -> DenoiseView:
-        return self.query_one(DenoiseView)
+        if self._widgets.get("denoise") is None:
+            self._widgets["denoise"] = self.query_one(DenoiseView)
+        return self._widgets["denoise"]
 
     def on_mount(self) -> None:
         self.denoise.display = False
