@@ -38,7 +38,8 @@ def build_tokenizer(directory: Path, vocab_size: int = 320):
 
 
 def tiny_config(kind: str, vocab_size: int, mask_id: int, eos_id: int, block_size: int = 32) -> dict:
-    """A raw config.json dict for `kind` in clover | fast_dllm_v2 | sdar | ar | ar_llama | hybrid."""
+    """A raw config.json dict for `kind` in clover | fast_dllm_v2 | sdar | ar | ar_llama | hybrid |
+    hybrid_dense."""
     base = dict(vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                 num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=1024,
                 rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False, eos_token_id=eos_id,
@@ -58,9 +59,14 @@ def tiny_config(kind: str, vocab_size: int, mask_id: int, eos_id: int, block_siz
                    linear_value_head_dim=16, linear_conv_kernel_dim=4, num_experts=4, num_experts_per_tok=2,
                    moe_intermediate_size=32, shared_expert_intermediate_size=32, decoder_sparse_step=1,
                    partial_rotary_factor=0.5, full_attention_interval=2)
+    elif kind == "hybrid_dense":  # Qwen3.5 text: the same layer mix with a dense MLP
+        cfg = dict(base, model_type="qwen3_5_text", layer_types=["linear_attention", "full_attention"],
+                   linear_num_value_heads=4, linear_num_key_heads=2, linear_key_head_dim=16,
+                   linear_value_head_dim=16, linear_conv_kernel_dim=4, partial_rotary_factor=0.5,
+                   full_attention_interval=2)
     else:
         raise ValueError(f"unknown tiny kind {kind!r}")
-    if kind in ("clover", "sdar", "hybrid"):
+    if kind in ("clover", "sdar", "hybrid", "hybrid_dense"):
         cfg.update(mask_token_id=mask_id, block_size=block_size)
     if kind == "fast_dllm_v2":
         cfg["mask_token_id"] = mask_id

@@ -90,6 +90,24 @@ def test_hybrid_fused_commit_equals_separate_forward(hybrid, n, block_size):
     assert b.stats.forwards - a.stats.forwards == a.stats.blocks - 1 > 0
 
 
+def test_qwen3_5_dense_hybrid_fuses_exactly(tmp_path_factory):
+    """The split also holds for transformers' Qwen3.5 GDN layers (a dense Qwen3.5 text hybrid)."""
+    from clover_cli.engine.tiny import build_tiny_checkpoint
+
+    path = build_tiny_checkpoint(tmp_path_factory.mktemp("q35") / "m", "hybrid_dense", block_size=8,
+                                 logit_scale=12.0)
+    lm = load_model(str(path), dtype="float64")
+    assert lm.family.recurrent and type(lm.model).__name__ == "Qwen3_5ForCausalLM"
+    prompt = _prompt(13)
+    cfg = GenerationConfig(max_new_tokens=26, threshold=0.5)
+    fused = Engine(lm, fuse_commit=True).generate(prompt, cfg)
+    separate = Engine(lm, fuse_commit=False).generate(prompt, cfg)
+    assert fused.token_ids == separate.token_ids
+    assert separate.stats.forwards - fused.stats.forwards == fused.stats.blocks - 1 > 0
+    expected, _ = oracle_decode(lm, prompt, 26, 0.5, lm.block_size)
+    assert list(fused.token_ids) == expected
+
+
 def test_fused_commit_keeps_only_the_block_in_gdn_state(hybrid):
     """After a fused commit the recurrent/conv state is a plain commit's (to float64 rounding)."""
     prompt = _prompt(16)
