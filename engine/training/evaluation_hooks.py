@@ -71,15 +71,19 @@ def call_prompts(tok, n: int, seed: int, records: list[dict] | None = None,
     return out
 
 
-def call_accuracy(model, tok, prompts: list[tuple], block_size: int, threshold: float = 0.95
-                  ) -> dict:
-    """Share of prompts whose decoded call names the right tool with exactly the right args."""
+def call_accuracy(model, tok, prompts: list[tuple], block_size: int, threshold: float = 0.95,
+                  generate=None) -> dict:
+    """Share of prompts whose decoded call names the right tool with exactly the right args.
+
+    generate: a bd_generate-shaped decoder (default: bd_generate, the uncached one the trainer
+    uses on its in-memory model; evaluate_dir passes the engine)."""
+    bd_generate_ = generate or bd_generate
     mask_id = int(model.config.mask_token_id)
     eos = (tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>"))
     right = valid = tokens = forwards = 0
     for prompt, tool, args in prompts:
         ids = tok(prompt, add_special_tokens=False)["input_ids"]
-        out, nf = bd_generate(model, ids, mask_id, eos, block_size, max_new=64, threshold=threshold)
+        out, nf = bd_generate_(model, ids, mask_id, eos, block_size, max_new=64, threshold=threshold)
         tokens += len(out)
         forwards += nf
         got = parse_call(tok.decode(out, skip_special_tokens=False))
@@ -89,8 +93,9 @@ def call_accuracy(model, tok, prompts: list[tuple], block_size: int, threshold: 
     return {"call_valid": valid / n, "call_exact": right / n, "tpf": tokens / max(forwards, 1)}
 
 
-def copy_accuracy(model, tok, n: int, seed: int, block_size: int) -> float:
+def copy_accuracy(model, tok, n: int, seed: int, block_size: int, generate=None) -> float:
     """Pure copy: the assistant must repeat a synthetic name exactly."""
+    bd_generate_ = generate or bd_generate
     rng = random.Random(seed)
     mask_id = int(model.config.mask_token_id)
     eos = (tok.convert_tokens_to_ids("<|im_end|>"),)
@@ -100,7 +105,7 @@ def copy_accuracy(model, tok, n: int, seed: int, block_size: int) -> float:
         head, _, tail = text.rpartition("<|im_start|>assistant\n")
         want = tail.split("<|im_end|>")[0]
         ids = tok(head + "<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
-        out, _ = bd_generate(model, ids, mask_id, eos, block_size, max_new=32)
+        out, _ = bd_generate_(model, ids, mask_id, eos, block_size, max_new=32)
         ok += tok.decode(out, skip_special_tokens=True).strip() == want
     return ok / max(n, 1)
 
@@ -169,9 +174,25 @@ def make_evaluator(trainer, n_code_rows: int = 8, n_calls: int = 20):
     return evaluate
 
 
+def engine_generator(model_dir: str):
+    """A bd_generate-shaped decoder backed by the engine (cached, stops at EOS as `clover` does)."""
+    from clover_cli.engine.config import GenerationConfig
+    from clover_cli.engine.decode import Engine
+    from clover_cli.engine.loader import load_model
+
+    engine = Engine(load_model(model_dir))
+
+    def generate(model, ids, mask_id, eos, block_size=32, max_new=64, threshold=0.95):
+        result = engine.generate(list(ids), GenerationConfig(max_new_tokens=max_new, threshold=threshold))
+        return list(result.token_ids), result.stats.forwards
+
+    return generate
+
+
 def evaluate_dir(model_dir: str, transcripts_file: str, n: int = 30, seed: int = 0) -> dict:
     """Measured numbers for a model card: held-out call accuracy/TPF with and without the agent
-    prefix, synthetic-name call accuracy, pure copy, held-out code and transcript loss."""
+    prefix, synthetic-name call accuracy, pure copy, held-out code and transcript loss. Calls and
+    copies are decoded by the engine (what `clover` runs), at threshold 0.95."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -181,6 +202,7 @@ def evaluate_dir(model_dir: str, transcripts_file: str, n: int = 30, seed: int =
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32,
                                                  attn_implementation="sdpa").eval()
     bs, mask_id = int(model.config.block_size), int(model.config.mask_token_id)
+    gen = engine_generator(model_dir)
     recs = transcripts.load_records(Path(transcripts_file), "eval")
     random.Random(seed).shuffle(recs)
     recs = recs[:n]
@@ -189,16 +211,16 @@ def evaluate_dir(model_dir: str, transcripts_file: str, n: int = 30, seed: int =
            "code_loss": heldout_loss(model, code_rows, bs, mask_id),
            "transcript_loss": heldout_loss(
                model, [chat_example(tok, transcripts.render(tok, r)) for r in recs], bs, mask_id),
-           "copy": copy_accuracy(model, tok, n, 99, bs),
+           "copy": copy_accuracy(model, tok, n, 99, bs, gen),
            "copy_by_position_teacher_forced": copy_positions(model, tok, max(n, 40), 11)}
     for key, wt, novel in (("heldout", False, False), ("heldout_agent_prefix", True, False),
                            ("heldout_novel", False, True),
                            ("heldout_novel_agent_prefix", True, True)):
         res.update({f"{key}_{k}": v for k, v in call_accuracy(
             model, tok, call_prompts(tok, len(recs), 0, recs, with_tools=wt, novel=novel),
-            bs).items()})
+            bs, generate=gen).items()})
     res.update({"synth_" + k: v for k, v in
-                call_accuracy(model, tok, call_prompts(tok, n, 4242), bs).items()})
+                call_accuracy(model, tok, call_prompts(tok, n, 4242), bs, generate=gen).items()})
     return res
 
 

@@ -60,3 +60,26 @@ def test_copy_positions_scores_a_perfect_copier_and_a_constant_model(tok):
     good = evaluation_hooks.copy_positions(Fake(True), tok, 10, 11, positions=3)
     bad = evaluation_hooks.copy_positions(Fake(False), tok, 10, 11, positions=3)
     assert good == [1.0, 1.0, 1.0] and bad == [0.0, 0.0, 0.0]
+
+
+def test_engine_generator_decodes_like_the_trainers_decoder(bundled_dir, tok):
+    """evaluate_dir decodes through the engine: the same call as the trainer's uncached
+    bd_generate (cached vs recomputed float32 logits may break a late near-tie, so the first 24
+    tokens are compared), in no more forwards (the engine stops at the first EOS)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from clover_cli.engine.training.evaluate import bd_generate
+    from clover_cli.engine.training.evaluation_hooks import call_prompts, engine_generator
+
+    model = AutoModelForCausalLM.from_pretrained(str(bundled_dir), dtype=torch.float32).eval()
+    mask_id, eos = int(model.config.mask_token_id), (tok.convert_tokens_to_ids("<|im_end|>"),)
+    generate = engine_generator(str(bundled_dir))
+    total = ref_total = 0
+    for prompt, _, _ in call_prompts(tok, 3, 4242):
+        ids = tok(prompt, add_special_tokens=False)["input_ids"]
+        ref, ref_forwards = bd_generate(model, ids, mask_id, eos, 32, max_new=48)
+        out, forwards = generate(model, ids, mask_id, eos, 32, max_new=48)
+        assert len(ref) > 24 and out[:24] == ref[:24]
+        total, ref_total = total + forwards, ref_total + ref_forwards
+    assert 0 < total <= ref_total
