@@ -6,7 +6,8 @@ denoise step runs the block against the cache (bidirectional inside the block), 
 masked position whose confidence is strictly above the threshold (else the single most confident
 one), and leaves the cache as it was. A finished block is written to the cache by one forward,
 fused by default with step 0 of the next block (the next block's queries see the committed block
-computed in the same pass; GDN layers split their input so only the block enters their state). Ideas follow Fast-dLLM v2 (Wu et al. 2025) and SDAR (Cheng et al. 2025).
+computed in the same pass; GDN layers split their input so only the block enters their state).
+Ideas follow Fast-dLLM v2 (Wu et al. 2025) and SDAR (Cheng et al. 2025).
 """
 from __future__ import annotations
 

@@ -18,11 +18,7 @@ import threading
 from typing import Any
 
 _STATE = threading.local()
-_MARK = "_clover_split_installed"
-
-
-def _split_at() -> int:
-    return getattr(_STATE, "split", 0)
+_MARK = "_clover_split_layers"  # set on the model: how many GDN layers were wrapped
 
 
 @contextlib.contextmanager
@@ -40,16 +36,17 @@ def is_gdn_layer(module: Any) -> bool:
 
 
 def install_recurrent_split(model: Any) -> int:
-    """Wrap every GDN layer of `model` (once); returns how many layers can split (0: none)."""
+    """Wrap every GDN layer of `model` (once per model: every generation asks, so the module
+    walk is not repeated); returns how many layers can split (0: none)."""
+    count = getattr(model, _MARK, None)
+    if count is not None:
+        return count
     count = 0
     for module in model.modules():
-        if not is_gdn_layer(module):
-            continue
-        count += 1
-        if getattr(module, _MARK, False):
-            continue
-        module.forward = _make_split_forward(module, module.forward)
-        setattr(module, _MARK, True)
+        if is_gdn_layer(module):
+            module.forward = _make_split_forward(module, module.forward)
+            count += 1
+    setattr(model, _MARK, count)
     return count
 
 
@@ -61,12 +58,14 @@ def _cut(mask: Any, lo: int, hi: int | None) -> Any:
 
 
 def _make_split_forward(module: Any, forward: Any):
+    """Other keyword arguments pass to both halves unchanged: transformers gives GDN layers no
+    per-token tensors besides the mask in a single-sequence forward."""
+    import torch
+
     def split_forward(hidden_states, cache=None, attention_mask=None, **kwargs):
-        n = _split_at()
+        n = getattr(_STATE, "split", 0)
         if not n or cache is None or hidden_states.shape[1] <= n:
             return forward(hidden_states, cache=cache, attention_mask=attention_mask, **kwargs)
-        import torch
-
         head = forward(hidden_states[:, :n], cache=cache, attention_mask=_cut(attention_mask, 0, n),
                        **dict(kwargs))
         committed = copy.deepcopy(cache.layers[module.layer_idx])  # state after the first n tokens

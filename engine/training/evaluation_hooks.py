@@ -77,13 +77,13 @@ def call_accuracy(model, tok, prompts: list[tuple], block_size: int, threshold: 
 
     generate: a bd_generate-shaped decoder (default: bd_generate, the uncached one the trainer
     uses on its in-memory model; evaluate_dir passes the engine)."""
-    bd_generate_ = generate or bd_generate
+    decode = generate or bd_generate
     mask_id = int(model.config.mask_token_id)
     eos = (tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>"))
     right = valid = tokens = forwards = 0
     for prompt, tool, args in prompts:
         ids = tok(prompt, add_special_tokens=False)["input_ids"]
-        out, nf = bd_generate_(model, ids, mask_id, eos, block_size, max_new=64, threshold=threshold)
+        out, nf = decode(model, ids, mask_id, eos, block_size, max_new=64, threshold=threshold)
         tokens += len(out)
         forwards += nf
         got = parse_call(tok.decode(out, skip_special_tokens=False))
@@ -95,7 +95,7 @@ def call_accuracy(model, tok, prompts: list[tuple], block_size: int, threshold: 
 
 def copy_accuracy(model, tok, n: int, seed: int, block_size: int, generate=None) -> float:
     """Pure copy: the assistant must repeat a synthetic name exactly."""
-    bd_generate_ = generate or bd_generate
+    decode = generate or bd_generate
     rng = random.Random(seed)
     mask_id = int(model.config.mask_token_id)
     eos = (tok.convert_tokens_to_ids("<|im_end|>"),)
@@ -105,7 +105,7 @@ def copy_accuracy(model, tok, n: int, seed: int, block_size: int, generate=None)
         head, _, tail = text.rpartition("<|im_start|>assistant\n")
         want = tail.split("<|im_end|>")[0]
         ids = tok(head + "<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
-        out, _ = bd_generate_(model, ids, mask_id, eos, block_size, max_new=32)
+        out, _ = decode(model, ids, mask_id, eos, block_size, max_new=32)
         ok += tok.decode(out, skip_special_tokens=True).strip() == want
     return ok / max(n, 1)
 

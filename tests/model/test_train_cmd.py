@@ -39,3 +39,20 @@ def test_export_refuses_a_non_model_directory(tmp_path, bundled_dir):
     res = CliRunner().invoke(train, ["--export", str(bundled_dir), str(dest)])
     assert res.exit_code == 1 and "refusing to replace" in res.output
     assert (dest / "notes.txt").read_text() == "keep me"
+
+
+def test_gpu_train_script_parses_and_uses_only_real_train_options():
+    """scripts/gpu_train.sh runs only on a lent GPU: check here that bash parses it and that every
+    option it passes to `clover train` exists (a renamed option would fail there, on the clock)."""
+    import re
+    import subprocess
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "gpu_train.sh"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    help_text = CliRunner().invoke(train, ["--help"]).output
+    used = set(re.findall(r"(--[a-z][a-z-]+)", script.read_text().split("train() {")[1]))
+    used -= {"--dry-run", "--fetch-wheels", "--query-gpu", "--format"}
+    assert {"--steps", "--mix", "--export", "--max-minutes"} <= used
+    missing = sorted(o for o in used if o not in help_text)
+    assert not missing, missing

@@ -44,7 +44,7 @@ class ChatScreen(SlashCommands, Screen):
         self._quit_armed_until = 0.0
         self._turn_clock: tuple[float, float, float] | None = None
         self._last_draw: tuple[float, float] | None = None  # (wall, UI CPU) at the last drawn frame
-        self._widgets: dict[str, Any] = {}
+        self._widgets: dict[type, Any] = {}
 
     # ----- layout
     def compose(self) -> ComposeResult:
@@ -57,24 +57,23 @@ class ChatScreen(SlashCommands, Screen):
         yield PromptInput(id="prompt")
         yield StatusBar()
 
-    # the three widgets are composed once; looked up once (the 10 fps frame timer reads them)
+    def _one(self, kind: type) -> Any:
+        """A widget composed once, looked up once (the 10 fps frame timer reads them)."""
+        if kind not in self._widgets:
+            self._widgets[kind] = self.query_one(kind)
+        return self._widgets[kind]
+
     @property
     def transcript(self) -> Transcript:
-        if self._widgets.get("transcript") is None:
-            self._widgets["transcript"] = self.query_one(Transcript)
-        return self._widgets["transcript"]
+        return self._one(Transcript)
 
     @property
     def status(self) -> StatusBar:
-        if self._widgets.get("status") is None:
-            self._widgets["status"] = self.query_one(StatusBar)
-        return self._widgets["status"]
+        return self._one(StatusBar)
 
     @property
     def denoise(self) -> DenoiseView:
-        if self._widgets.get("denoise") is None:
-            self._widgets["denoise"] = self.query_one(DenoiseView)
-        return self._widgets["denoise"]
+        return self._one(DenoiseView)
 
     def on_mount(self) -> None:
         self.denoise.display = False
