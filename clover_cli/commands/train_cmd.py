@@ -40,6 +40,9 @@ def _mix(text: str) -> dict:
 @click.option("--transcripts", "transcripts_file", default=None, help="Transcripts JSONL file.")
 @click.option("--ar-fraction", default=0.0, show_default=True,
               help="Share of micro-batches with the auxiliary AR (block size 1) layout.")
+@click.option("--real-names", "real_names", default=0.5, show_default=True, type=float,
+              help="Share of names in copy and call data drawn from real packages (the training "
+                   "split's, never the held-out repositories'); 0 = synthetic names only.")
 @click.option("--eval-every", default=200, show_default=True)
 @click.option("--save-every", default=200, show_default=True)
 @click.option("--log-every", default=10, show_default=True)
@@ -55,8 +58,8 @@ def _mix(text: str) -> dict:
 @click.option("--export", "export", nargs=2, default=None, metavar="SRC DEST",
               help="Export a checkpoint (run dir or model dir) to DEST in bf16, keeping DEST's README.md.")
 def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_size, grad_accum,
-          lr, warmup, seed, dtype, device, mix, transcripts_file, ar_fraction, eval_every,
-          save_every, log_every, max_minutes, threads, attn, no_eval, make_transcripts, tests_share, export):
+          lr, warmup, seed, dtype, device, mix, transcripts_file, ar_fraction, real_names,
+          eval_every, save_every, log_every, max_minutes, threads, attn, no_eval, make_transcripts, tests_share, export):
     """Train the block-diffusion model (SDAR/BD3-LM objective); resumes from OUT if present."""
     if export:
         from clover_cli.engine.training.modeling import export_model
@@ -91,7 +94,7 @@ def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_
                           dtype=dtype, device=device, mix=_mix(mix), ar_fraction=ar_fraction,
                           log_every=log_every, eval_every=eval_every, save_every=save_every,
                           max_minutes=max_minutes, threads=threads, attn=attn,
-                          transcripts_file=transcripts_file)
+                          transcripts_file=transcripts_file, real_names=real_names)
         trainer = Trainer(cfg, echo=lambda s: click.echo(s))
     except ValueError as e:
         raise click.ClickException(str(e)) from None

@@ -22,7 +22,9 @@ def phrases() -> dict:
     return json.loads(DATA.read_text(encoding="utf-8"))
 
 
-def _thing(rng: random.Random) -> str:
+def _thing(rng: random.Random, real: names.RealNames | None = None) -> str:
+    if real and rng.random() < real.share:
+        return real.thing(rng)
     r = rng.random()
     if r < 0.5:
         return names.identifier(rng)
@@ -31,19 +33,19 @@ def _thing(rng: random.Random) -> str:
     return names.dir_path(rng)
 
 
-def copy_chat(rng: random.Random, tokenizer) -> str:
-    """User asks to repeat a synthetic name/path; the assistant repeats it exactly."""
-    x = _thing(rng)
+def copy_chat(rng: random.Random, tokenizer, real: names.RealNames | None = None) -> str:
+    """User asks to repeat a name/path; the assistant repeats it exactly."""
+    x = _thing(rng, real)
     user = rng.choice(phrases()["copy"]).replace("{X}", x)
     return tokenizer.apply_chat_template(
         [{"role": "user", "content": user}, {"role": "assistant", "content": x}], tokenize=False)
 
 
-def kv_chat(rng: random.Random, tokenizer) -> str:
+def kv_chat(rng: random.Random, tokenizer, real: names.RealNames | None = None) -> str:
     """Key-value recall: a short table of synthetic keys/values, the assistant recalls one."""
     k = rng.randint(2, 6)
     keys = list(dict.fromkeys(names.identifier(rng, "snake") for _ in range(k)))
-    vals = [_thing(rng) for _ in keys]
+    vals = [_thing(rng, real) for _ in keys]
     sep = rng.choice((" = ", ": ", " -> "))
     table = "\n".join(f"{a}{sep}{b}" for a, b in zip(keys, vals))
     i = rng.randrange(len(keys))
@@ -53,9 +55,9 @@ def kv_chat(rng: random.Random, tokenizer) -> str:
         tokenize=False)
 
 
-def curriculum_chat(rng: random.Random, tokenizer) -> str:
-    """One copy or key-value example."""
-    return copy_chat(rng, tokenizer) if rng.random() < 0.5 else kv_chat(rng, tokenizer)
+def curriculum_chat(rng: random.Random, tokenizer, real: names.RealNames | None = None) -> str:
+    """One copy or key-value example (things drawn from `real` names half the time if given)."""
+    return copy_chat(rng, tokenizer, real) if rng.random() < 0.5 else kv_chat(rng, tokenizer, real)
 
 
 class DenseCopySource:
@@ -73,9 +75,10 @@ class DenseCopySource:
       "where is NAME defined?" -> {"name": "NAME"}.
     """
 
-    def __init__(self, tokenizer, n: int = 256):
+    def __init__(self, tokenizer, n: int = 256, real: names.RealNames | None = None):
         self.tok = tokenizer
         self.n = n
+        self.real = real
         self.eot = tokenizer.convert_tokens_to_ids("<|endoftext|>")
         self.pad = tokenizer.convert_tokens_to_ids("<|pad|>")
 
@@ -83,7 +86,7 @@ class DenseCopySource:
         return list(self.tok(text, add_special_tokens=False)["input_ids"])
 
     def _repeat(self, rng: random.Random) -> tuple[list[int], list[bool]]:
-        items = [_thing(rng) for _ in range(rng.randint(2, 6))]
+        items = [_thing(rng, self.real) for _ in range(rng.randint(2, 6))]
         sep = rng.choice((" ", ", ", "\n"))
         body = sep.join(items)
         head = self._ids(body + "\n" + rng.choice(("again:", "copy:", "repeat:", ">>")) + " ")
@@ -92,7 +95,7 @@ class DenseCopySource:
 
     def _recall(self, rng: random.Random) -> tuple[list[int], list[bool]]:
         keys = list(dict.fromkeys(names.identifier(rng, "snake") for _ in range(rng.randint(2, 6))))
-        vals = [_thing(rng) for _ in keys]
+        vals = [_thing(rng, self.real) for _ in keys]
         sep = rng.choice((" = ", ": "))
         ids = self._ids("\n".join(f"{k}{sep}{v}" for k, v in zip(keys, vals)) + "\n")
         ok = [False] * len(ids)

@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
 
 _SYL = ("ba be bi bo bu ka ke ki ko ku la le li lo lu ma me mi mo mu na ne ni no nu ra re ri ro "
         "ru sa se si so su ta te ti to tu va ve vi vo za ze zo qui xan dor fel gri hub jin kor "
@@ -39,3 +43,71 @@ def module_path(rng: random.Random, ext: str = ".py") -> str:
 def dir_path(rng: random.Random) -> str:
     """A relative directory path like pkg/sub."""
     return "/".join(word(rng) for _ in range(rng.randint(1, 2)))
+
+
+# ---- real names (the training split's packages) ---------------------------------------------
+#
+# Copy data drawn only from the syllables and words above taught the bundled model to copy
+# those names (43% of synthetic calls exact) but not real ones: a held-out `TableHeaderElement`
+# came out as `Tableildildue`. Copying a token needs that token's own embedding -> logit path,
+# which only forms for tokens the copy data contains (Olsson et al. 2022 on induction heads'
+# "copying" OV circuits). So copy and call data also draw real identifiers and paths.
+
+_DEF_RE = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.M)
+
+
+@dataclass(frozen=True)
+class RealNames:
+    """Names from real packages: identifiers (def/class names), module paths and directory
+    paths relative to their package, as a repository's tools would show them. `share`: the
+    share of names its consumers (copy and call data) draw from it rather than synthesise."""
+    identifiers: tuple[str, ...]
+    modules: tuple[str, ...]
+    dirs: tuple[str, ...]
+    share: float = 0.5
+
+    def __bool__(self) -> bool:
+        return bool(self.identifiers or self.modules or self.dirs)
+
+    def thing(self, rng: random.Random, kind: str | None = None) -> str:
+        """One real name of a kind ("name" | "file" | "dir"; default 50/30/20), falling back to
+        the synthetic kind when the pool has none of it."""
+        if kind is None:
+            r = rng.random()
+            kind = "name" if r < 0.5 else "file" if r < 0.8 else "dir"
+        pick = {"name": self.identifiers, "file": self.modules, "dir": self.dirs}[kind]
+        if pick:
+            return rng.choice(pick)
+        return {"name": identifier, "file": module_path, "dir": dir_path}[kind](rng)
+
+
+def harvest(roots: list[Path] | None = None, max_files: int = 3000, seed: int = 0,
+            exclude_repo: Callable[[str], bool] | None = None, share: float = 0.5) -> RealNames:
+    """Real names from up to max_files files of the code corpus's training split, skipping files
+    of packages for which exclude_repo(top-level package name) is true (the held-out
+    transcript repositories, so evaluation names stay unseen by the copy data)."""
+    from clover_cli.engine.training import corpus
+
+    found: list[tuple[Path, Path]] = []
+    for root in roots or corpus.source_roots():
+        for path in corpus.python_files([root], split="train"):
+            rel = path.relative_to(root)
+            if len(rel.parts) < 2 or (exclude_repo and exclude_repo(rel.parts[0])):
+                continue
+            found.append((path, rel))
+    rng = random.Random(seed)
+    if len(found) > max_files:
+        found = rng.sample(found, max_files)
+    idents: set[str] = set()
+    mods: set[str] = set()
+    dirs: set[str] = set()
+    for path, rel in found:
+        inner = Path(*rel.parts[1:])  # relative to the package = the repository root
+        if len(inner.parts) <= 3:  # paths as users type them, not 6-deep vendored trees
+            mods.add(inner.as_posix())
+        if len(inner.parts) > 1:
+            dirs.add(inner.parent.as_posix())
+        text = corpus.read_source(path)
+        if text:
+            idents.update(n for n in _DEF_RE.findall(text) if len(n) > 2 and n != "__init__")
+    return RealNames(tuple(sorted(idents)), tuple(sorted(mods)), tuple(sorted(dirs)), share)

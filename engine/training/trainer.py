@@ -52,6 +52,7 @@ class TrainConfig:
     attn: str = "sdpa"  # "sdpa" | "eager" (both exact with the float mask)
     transcripts_file: str | None = None  # JSONL of transcript records (see transcripts.py)
     code_root: str | None = None  # train on the .py files under this dir (default: the machine's)
+    real_names: float = 0.5  # share of copy/call names drawn from real packages (names.harvest)
 
     def __post_init__(self) -> None:
         if self.seq_len % self.block_size:
@@ -62,6 +63,8 @@ class TrainConfig:
             raise ValueError("dtype must be float32 or bfloat16")
         if not 0.0 <= self.ar_fraction <= 1.0:
             raise ValueError("ar_fraction must be in [0, 1]")
+        if not 0.0 <= self.real_names <= 1.0:
+            raise ValueError("real_names must be in [0, 1]")
         if self.batch_size < 1 or self.grad_accum < 1 or self.steps < 1:
             raise ValueError("batch_size, grad_accum and steps must be >= 1")
 
@@ -120,6 +123,18 @@ CHAT_LEN = {"curriculum": 160, "calls": 128, "calls_sys": 1152, "transcripts": 5
             "transcripts_sys": 1664}
 
 
+def _real_names(cfg: TrainConfig, split: str):
+    """The real-name pool for copy and call data (None when cfg.real_names is 0): names of the
+    training split's packages, never of the held-out transcript repositories."""
+    from clover_cli.engine.training import names, transcripts
+
+    if cfg.real_names <= 0 or split != "train":
+        return None
+    roots = [Path(cfg.code_root)] if cfg.code_root else None
+    pool = names.harvest(roots, exclude_repo=transcripts.is_heldout_repo, share=cfg.real_names)
+    return pool or None
+
+
 def _sources(cfg: TrainConfig, tok, split: str = "train") -> dict:
     """The data sources named in cfg.mix (see data.py; rows of CHAT_LEN tokens for chats)."""
     from clover_cli.engine.training import corpus, curriculum, transcripts
@@ -130,17 +145,20 @@ def _sources(cfg: TrainConfig, tok, split: str = "train") -> dict:
         files = list(corpus.python_files([Path(cfg.code_root)], split="all")) \
             if cfg.code_root else None
         src["code"] = CodeSource(tok, split, files=files, n=cfg.seq_len)
+    real = _real_names(cfg, split) if want & {"curriculum", "dense_copy", "calls",
+                                              "calls_sys"} else None
     if "curriculum" in want:
-        src["curriculum"] = PackedChatSource(tok, lambda r: curriculum.curriculum_chat(r, tok),
-                                             CHAT_LEN["curriculum"])
+        src["curriculum"] = PackedChatSource(
+            tok, lambda r: curriculum.curriculum_chat(r, tok, real), CHAT_LEN["curriculum"])
     if "dense_copy" in want:
-        src["dense_copy"] = curriculum.DenseCopySource(tok, cfg.seq_len)
+        src["dense_copy"] = curriculum.DenseCopySource(tok, cfg.seq_len, real)
     if "calls" in want:
-        src["calls"] = PackedChatSource(tok, lambda r: transcripts.synthetic_call_chat(r, tok),
-                                        CHAT_LEN["calls"])
+        src["calls"] = PackedChatSource(
+            tok, lambda r: transcripts.synthetic_call_chat(r, tok, real=real),
+            CHAT_LEN["calls"])
     if "calls_sys" in want:
         src["calls_sys"] = PackedChatSource(
-            tok, lambda r: transcripts.synthetic_call_chat(r, tok, p_system=1.0),
+            tok, lambda r: transcripts.synthetic_call_chat(r, tok, p_system=1.0, real=real),
             CHAT_LEN["calls_sys"])
     if "transcripts" in want:
         pool = transcripts.load_rendered(Path(cfg.transcripts_file), split, tok) \

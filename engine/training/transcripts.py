@@ -77,11 +77,17 @@ def agent_prefix() -> tuple[str, list[dict]]:
     return agent_system("/repo"), tool_schemas()
 
 
-def synthetic_call_chat(rng: random.Random, tokenizer, p_system: float = 0.0) -> str:
-    """A request about a synthetic (unmemorisable) name/path and the right tool call only."""
+def synthetic_call_chat(rng: random.Random, tokenizer, p_system: float = 0.0,
+                        real: names.RealNames | None = None) -> str:
+    """A request about a synthetic (unmemorisable) name/path and the right tool call only;
+    with a `real` pool, real.share of the names are real ones (see names.harvest)."""
     kind = rng.choice(("show", "define", "uses", "list", "define", "show"))
+    want = requests()[kind]["kind"]
+    # all three drawn, as before real names existed: the evaluation's synthetic set stays the same
     x = {"file": names.module_path(rng), "name": names.identifier(rng),
-         "dir": names.dir_path(rng)}[requests()[kind]["kind"]]
+         "dir": names.dir_path(rng)}[want]
+    if real and rng.random() < real.share:
+        x = real.thing(rng, want)
     sys_msgs, tools = system_messages(rng, p_system)
     tool, args = call_args(kind, x)
     msgs = sys_msgs + [{"role": "user", "content": user_text(rng, kind, x)}, call_message(tool, args)]
@@ -131,6 +137,11 @@ def materialize(repo: Path, cache: Path | None = None) -> Path:
 def repo_split(repo: Path) -> str:
     """'eval' for whole held-out repositories (about 15%), else 'train'."""
     return "eval" if corpus.is_heldout("repo:" + repo.name, percent=15) else "train"
+
+
+def is_heldout_repo(name: str) -> bool:
+    """True for the names of held-out (evaluation) repositories."""
+    return repo_split(Path(name)) == "eval"
 
 
 class RepoIndex:
