@@ -123,7 +123,7 @@ CHAT_LEN = {"curriculum": 160, "calls": 128, "calls_sys": 1152, "transcripts": 5
             "transcripts_sys": 1664}
 
 
-def _real_names(cfg: TrainConfig, split: str):
+def _real_names(cfg: TrainConfig, split: str, echo: Callable[[str], None] | None = None):
     """The real-name pool for copy and call data (None when cfg.real_names is 0): names of the
     training split's packages, never of the held-out transcript repositories."""
     from clover_cli.engine.training import names, transcripts
@@ -132,10 +132,16 @@ def _real_names(cfg: TrainConfig, split: str):
         return None
     roots = [Path(cfg.code_root)] if cfg.code_root else None
     pool = names.harvest(roots, exclude_repo=transcripts.is_heldout_repo, share=cfg.real_names)
+    if echo:
+        echo(f"real names for copy/call data ({cfg.real_names:.0%} of names): "
+             f"{len(pool.identifiers)} identifiers, {len(pool.modules)} files, "
+             f"{len(pool.dirs)} directories" if pool else
+             "real names: none found under the code roots (copy/call data stay synthetic)")
     return pool or None
 
 
-def _sources(cfg: TrainConfig, tok, split: str = "train") -> dict:
+def _sources(cfg: TrainConfig, tok, split: str = "train",
+             echo: Callable[[str], None] | None = None) -> dict:
     """The data sources named in cfg.mix (see data.py; rows of CHAT_LEN tokens for chats)."""
     from clover_cli.engine.training import corpus, curriculum, transcripts
 
@@ -145,7 +151,7 @@ def _sources(cfg: TrainConfig, tok, split: str = "train") -> dict:
         files = list(corpus.python_files([Path(cfg.code_root)], split="all")) \
             if cfg.code_root else None
         src["code"] = CodeSource(tok, split, files=files, n=cfg.seq_len)
-    real = _real_names(cfg, split) if want & {"curriculum", "dense_copy", "calls",
+    real = _real_names(cfg, split, echo) if want & {"curriculum", "dense_copy", "calls",
                                               "calls_sys"} else None
     if "curriculum" in want:
         src["curriculum"] = PackedChatSource(
@@ -202,7 +208,7 @@ class Trainer:
         self.rng = random.Random(cfg.seed)
         self.gen = torch.Generator().manual_seed(cfg.seed)
         self._resume()
-        self.mix = Mixture(_sources(cfg, self.tok), cfg.mix, self.pad_id)
+        self.mix = Mixture(_sources(cfg, self.tok, echo=echo), cfg.mix, self.pad_id)
 
     def _resume(self) -> None:
         state_path, opt_path = self.out / "train_state.json", self.out / "optimizer.pt"

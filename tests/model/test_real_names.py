@@ -105,8 +105,18 @@ def test_trainer_pool_follows_the_config(tmp_path, roots):
     from clover_cli.engine.training.trainer import TrainConfig, _real_names
 
     cfg = TrainConfig(out=str(tmp_path / "r"), code_root=str(roots), real_names=0.3)
-    pool = _real_names(cfg, "train")
+    said: list[str] = []
+    pool = _real_names(cfg, "train", said.append)
     assert pool is not None and pool.share == 0.3 and "restock_shelf" in pool.identifiers
+    assert said and "30% of names" in said[0] and "identifiers" in said[0]
+    # a code root without packages: said so, and the data stay synthetic
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    (flat / "m.py").write_text("def f():\n    pass\n")
+    said.clear()
+    assert _real_names(TrainConfig(out=str(tmp_path / "r"), code_root=str(flat)), "train",
+                       said.append) is None
+    assert "none found" in said[0]
     assert _real_names(cfg, "eval") is None
     off = TrainConfig(out=str(tmp_path / "r"), code_root=str(roots), real_names=0.0)
     assert _real_names(off, "train") is None
