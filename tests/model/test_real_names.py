@@ -131,3 +131,13 @@ def test_cli_rejects_a_bad_share(tmp_path):
 
     res = CliRunner().invoke(train, ["--out", str(tmp_path / "r"), "--real-names", "2"])
     assert res.exit_code != 0 and "real_names must be in [0, 1]" in res.output
+
+
+def test_harvest_caps_files_per_package(tmp_path):
+    root = tmp_path / "site"
+    _pkg(root, "bigpkg", {"__init__.py": "", **{f"m{i}.py": f"def big_{i}():\n    pass\n"
+                                                 for i in range(50)}})
+    _pkg(root, "smallpkg", {"__init__.py": "", "a.py": "def small_one():\n    pass\n"})
+    real = names.harvest([root], per_package=5)
+    assert sum(n.startswith("big_") for n in real.identifiers) == 5
+    assert "small_one" in real.identifiers
