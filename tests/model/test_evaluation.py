@@ -83,3 +83,38 @@ def test_engine_generator_decodes_like_the_trainers_decoder(bundled_dir, tok):
         assert len(ref) > 24 and out[:24] == ref[:24]
         total, ref_total = total + forwards, ref_total + ref_forwards
     assert 0 < total <= ref_total
+
+
+def test_parse_call_reads_calls_as_the_agent_does():
+    from clover_cli.engine.training.evaluation_hooks import parse_call
+
+    good = '<tool_call>{"name": "grep", "arguments": {"pattern": "(def|class) f"}}</tool_call>'
+    stray = '<tool_call>{"name": "grep", "arguments": {"pattern": "(def|class) f"}}}</tool_call>'
+    cut = '<tool_call>{"name": "read_file", "arguments": {"path": "a.py'
+    want = ("grep", {"pattern": "(def|class) f"})
+    assert parse_call(good) == want and parse_call(good, strict=True) == want
+    # a stray brace after the object: the agent runs the call, the strict reading rejects it
+    assert parse_call(stray) == want and parse_call(stray, strict=True) is None
+    assert parse_call(cut) == ("read_file", {"path": "a.py"}) and parse_call(cut, strict=True) is None
+    assert parse_call("just an answer") is None
+    assert parse_call('<tool_call>{"name": "grep", "arguments": "x"}</tool_call>') is None
+
+
+def test_call_accuracy_counts_strict_and_agent_readings(tok):
+    from clover_cli.engine.training.evaluation_hooks import call_accuracy
+
+    body = '<tool_call>{"name": "grep", "arguments": {"pattern": "x"}}}</tool_call><|im_end|>'
+    ids = tok(body, add_special_tokens=False)["input_ids"]
+
+    def fake(model, prompt_ids, mask_id, eos, block_size, max_new, threshold):
+        return ids, 4
+
+    class M:
+        class config:
+            mask_token_id = 3
+
+    res = call_accuracy(M, tok, [("p", "grep", {"pattern": "x"}), ("p", "grep", {"pattern": "y"})],
+                        32, generate=fake)
+    assert res["call_valid"] == 1.0 and res["call_exact"] == 0.5
+    assert res["call_exact_strict"] == 0.0
+    assert res["tpf"] == len(ids) / 4
