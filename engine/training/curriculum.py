@@ -42,7 +42,8 @@ def copy_chat(rng: random.Random, tokenizer, real: names.RealNames | None = None
 
 
 def kv_chat(rng: random.Random, tokenizer, real: names.RealNames | None = None) -> str:
-    """Key-value recall: a short table of synthetic keys/values, the assistant recalls one."""
+    """Key-value recall: a short table (synthetic keys; values synthetic or, with `real`, real
+    names), the assistant recalls one."""
     k = rng.randint(2, 6)
     keys = list(dict.fromkeys(names.identifier(rng, "snake") for _ in range(k)))
     vals = [_thing(rng, real) for _ in keys]

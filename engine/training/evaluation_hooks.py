@@ -33,8 +33,8 @@ def parse_call(text: str, strict: bool = False) -> tuple[str, dict] | None:
     Default: the call as the agent reads it (clover_cli.agent.parsing), i.e. what `clover run`
     would execute — a stray brace after the JSON object (`...}}}</tool_call>`, a frequent
     block-decoding slip of the bundled model) or a call cut off at the end is still that call.
-    strict: the `<tool_call>` body must be exactly one JSON object (the trainer's logs up to
-    step 14,200 of the third model's run were measured this way)."""
+    strict: the `<tool_call>` body must be exactly one JSON object (how the trainer's logs of
+    runs/nano5, the fourth bundled model's run, were measured up to step 14,200)."""
     if not strict:
         from clover_cli.agent.parsing import parse_tool_calls
 
