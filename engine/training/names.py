@@ -53,7 +53,8 @@ def dir_path(rng: random.Random) -> str:
 # which only forms for tokens the copy data contains (Olsson et al. 2022 on induction heads'
 # "copying" OV circuits). So copy and call data also draw real identifiers and paths.
 
-_DEF_RE = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.M)
+# def/class names in Python source (also the transcripts' repository index)
+DEF_RE = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)", re.M)
 
 
 @dataclass(frozen=True)
@@ -114,5 +115,5 @@ def harvest(roots: list[Path] | None = None, max_files: int = 3000, seed: int = 
             dirs.add(inner.parent.as_posix())
         text = corpus.read_source(path)
         if text:
-            idents.update(n for n in _DEF_RE.findall(text) if len(n) > 2 and n != "__init__")
+            idents.update(n for n in DEF_RE.findall(text) if len(n) > 2 and n != "__init__")
     return RealNames(tuple(sorted(idents)), tuple(sorted(mods)), tuple(sorted(dirs)), share)

@@ -13,10 +13,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterator
 
-from clover_cli.engine.training import corpus, names
+from clover_cli.engine.training import corpus, names, test_projects
 
 REQUESTS = Path(__file__).with_name("requests.json")
-_DEF_RE = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)", re.M)
 _MATCH_RE = re.compile(r"^(.+?):(\d+): ", re.M)
 _SUMMARY_RE = re.compile(r"\[(\d+) matches in (\d+) files")
 
@@ -159,7 +158,7 @@ class RepoIndex:
             text = corpus.read_source(p) or ""
             if 0 < text.count("\n") <= 30 and len(text) <= 1200:
                 self.small_files.append(rel)
-            self.names += _DEF_RE.findall(text)
+            self.names += names.DEF_RE.findall(text)
             parent = p.parent.relative_to(repo).as_posix()
             if parent != ".":
                 self.dirs[parent] = self.dirs.get(parent, 0) + 1
@@ -176,7 +175,7 @@ def answer_text(rng: random.Random, kind: str, x: str, result) -> str | None:
     """A short answer grounded in the tool result; None when the result is unusable."""
     ans = requests()["answers"]
     if kind == "tests":  # a failing test run exits non-zero: its output is still the answer
-        return tests_answer(rng, result.output)
+        return test_projects.tests_answer(rng, result.output, requests()["answers"])
     if not result.ok:
         return None
     out = result.output
@@ -206,71 +205,6 @@ def answer_text(rng: random.Random, kind: str, x: str, result) -> str | None:
     return None
 
 
-# ---- "run the tests": small generated repositories with real pytest runs ------------------
-
-# (function body, test expression) templates; {f} is the function's name. The buggy body makes
-# the test fail (a repository with a failing test).
-_FUNCS = (
-    ("def {f}(a, b):\n    return a + b\n", "def {f}(a, b):\n    return a - b\n",
-     "{f}(2, 3) == 5"),
-    ("def {f}(n):\n    return n * n\n", "def {f}(n):\n    return n * 2\n", "{f}(4) == 16"),
-    ("def {f}(text):\n    return text.strip().lower()\n",
-     "def {f}(text):\n    return text.lower()\n", "{f}('  Hi ') == 'hi'"),
-    ("def {f}(items):\n    return [x for x in items if x]\n",
-     "def {f}(items):\n    return list(items)\n", "{f}([0, 1, '', 'a']) == [1, 'a']"),
-    ("def {f}(value, low, high):\n    return max(low, min(high, value))\n",
-     "def {f}(value, low, high):\n    return min(low, max(high, value))\n",
-     "{f}(15, 0, 10) == 10"),
-    ("def {f}(words):\n    return ' '.join(reversed(words))\n",
-     "def {f}(words):\n    return ' '.join(words)\n", "{f}(['a', 'b']) == 'b a'"),
-    ("def {f}(d, key, default=None):\n    return d[key] if key in d else default\n",
-     "def {f}(d, key, default=None):\n    return d.get(key)\n", "{f}({{}}, 'k', 3) == 3"),
-)
-_SUMMARY_LINE_RE = re.compile(r"^=*\s*((?:\d+ \w+(?:, )?)+) in [\d.]+s", re.M)
-_FAILED_RE = re.compile(r"^FAILED (\S+?)::(\w+)", re.M)
-
-
-def make_test_repo(rng: random.Random, dest: Path) -> Path:
-    """A small Python project with a package and a pytest suite; sometimes one function is buggy
-    so that its test fails. Returns dest."""
-    import shutil
-
-    if dest.exists():
-        shutil.rmtree(dest)
-    pkg = names.identifier(rng, "snake")
-    (dest / pkg).mkdir(parents=True)
-    (dest / pkg / "__init__.py").write_text("")
-    (dest / "tests").mkdir()
-    for _ in range(rng.randint(1, 2)):
-        mod = names.identifier(rng, "snake")
-        funcs = rng.sample(_FUNCS, rng.randint(2, 4))
-        fnames = list(dict.fromkeys(names.identifier(rng, "snake") for _ in funcs))
-        bug = rng.randrange(len(fnames)) if rng.random() < 0.4 else -1
-        src, tests = [], [f"from {pkg}.{mod} import {', '.join(fnames)}\n"]
-        for i, (f, (good, bad, check)) in enumerate(zip(fnames, funcs)):
-            src.append((bad if i == bug else good).format(f=f))
-            tests.append(f"def test_{f}():\n    assert {check.format(f=f)}\n")
-        (dest / pkg / f"{mod}.py").write_text("\n\n".join(src))
-        (dest / "tests" / f"test_{mod}.py").write_text("\n\n".join(tests))
-    return dest
-
-
-def tests_answer(rng: random.Random, out: str) -> str | None:
-    """'The tests pass: 4 passed.' or the summary and the first failing test, from pytest -q."""
-    m = _SUMMARY_LINE_RE.search(out)
-    if not m:
-        return None
-    summary = m.group(1).strip().rstrip(",")
-    ans = requests()["answers"]
-    failed = _FAILED_RE.search(out)
-    if "failed" not in summary:
-        return rng.choice(ans["tests_pass"]).format(SUMMARY=summary)
-    if not failed:
-        return None
-    return rng.choice(ans["tests_fail"]).format(SUMMARY=summary, FILE=failed.group(1),
-                                                TEST=failed.group(2))
-
-
 def make_tests_transcript(rng: random.Random, cache: Path, p_system: float = 0.0,
                           max_result_chars: int = 2500) -> dict | None:
     """A "run the tests" transcript on a freshly generated repository (real pytest output)."""
@@ -283,7 +217,7 @@ def make_tests_transcript(rng: random.Random, cache: Path, p_system: float = 0.0
         os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
     os.environ.setdefault("PYTHONDONTWRITEBYTECODE", "1")
     name = "tests-" + names.identifier(rng, "snake")
-    repo = make_test_repo(rng, Path(cache) / name)
+    repo = test_projects.make_test_repo(rng, Path(cache) / name)
     tool, args = call_args("tests", "")
     result = _run(tool, args, repo)
     if len(result.output) > max_result_chars:
@@ -331,7 +265,7 @@ def generate(out_file: Path, n: int, seed: int = 0, p_system: float = 0.2,
              repos: list[Path] | None = None, cache: Path | None = None,
              p_tests: float = 0.1) -> Iterator[dict]:
     """Write n transcripts (JSONL); yields each record. A share p_tests are "run the tests"
-    transcripts on generated repositories (make_test_repo), the rest use the package
+    transcripts on generated repositories (test_projects.make_test_repo), the rest use the package
     repositories (p_tests=1.0: only test runs, no package repositories needed)."""
     import importlib.util
     import tempfile
