@@ -43,6 +43,10 @@ def _mix(text: str) -> dict:
 @click.option("--real-names", "real_names", default=0.5, show_default=True, type=float,
               help="Share of names in copy and call data drawn from real packages (the training "
                    "split's, never the held-out repositories'); 0 = synthetic names only.")
+@click.option("--vocab-names", "vocab_names", default=0.25, show_default=True, type=float,
+              help="Share of names in copy and call data built from the tokenizer's own word "
+                   "tokens, drawn uniformly (so every token gets copy practice); with "
+                   "--real-names at most 1, the rest synthetic.")
 @click.option("--eval-every", default=200, show_default=True)
 @click.option("--save-every", default=200, show_default=True)
 @click.option("--log-every", default=10, show_default=True)
@@ -59,6 +63,7 @@ def _mix(text: str) -> dict:
               help="Export a checkpoint (run dir or model dir) to DEST in bf16, keeping DEST's README.md.")
 def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_size, grad_accum,
           lr, warmup, seed, dtype, device, mix, transcripts_file, ar_fraction, real_names,
+          vocab_names,
           eval_every, save_every, log_every, max_minutes, threads, attn, no_eval, make_transcripts, tests_share, export):
     """Train the block-diffusion model (SDAR/BD3-LM objective); resumes from OUT if present."""
     if export:
@@ -94,7 +99,8 @@ def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_
                           dtype=dtype, device=device, mix=_mix(mix), ar_fraction=ar_fraction,
                           log_every=log_every, eval_every=eval_every, save_every=save_every,
                           max_minutes=max_minutes, threads=threads, attn=attn,
-                          transcripts_file=transcripts_file, real_names=real_names)
+                          transcripts_file=transcripts_file, real_names=real_names,
+                          vocab_names=vocab_names)
         trainer = Trainer(cfg, echo=lambda s: click.echo(s))
     except ValueError as e:
         raise click.ClickException(str(e)) from None

@@ -13,7 +13,7 @@ import math
 import random
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -53,6 +53,7 @@ class TrainConfig:
     transcripts_file: str | None = None  # JSONL of transcript records (see transcripts.py)
     code_root: str | None = None  # train on the .py files under this dir (default: the machine's)
     real_names: float = 0.5  # share of copy/call names drawn from real packages (names.harvest)
+    vocab_names: float = 0.25  # share built from the tokenizer's word tokens (names.vocab_thing)
 
     def __post_init__(self) -> None:
         if self.seq_len % self.block_size:
@@ -63,8 +64,9 @@ class TrainConfig:
             raise ValueError("dtype must be float32 or bfloat16")
         if not 0.0 <= self.ar_fraction <= 1.0:
             raise ValueError("ar_fraction must be in [0, 1]")
-        if not 0.0 <= self.real_names <= 1.0:
-            raise ValueError("real_names must be in [0, 1]")
+        if not (0.0 <= self.real_names <= 1.0 and 0.0 <= self.vocab_names <= 1.0
+                and self.real_names + self.vocab_names <= 1.0):
+            raise ValueError("real_names and vocab_names must be in [0, 1] with a sum <= 1")
         if self.batch_size < 1 or self.grad_accum < 1 or self.steps < 1:
             raise ValueError("batch_size, grad_accum and steps must be >= 1")
 
@@ -123,20 +125,27 @@ CHAT_LEN = {"curriculum": 160, "calls": 128, "calls_sys": 1152, "transcripts": 5
             "transcripts_sys": 1664}
 
 
-def _real_names(cfg: TrainConfig, split: str, echo: Callable[[str], None] | None = None):
-    """The real-name pool for copy and call data (None when cfg.real_names is 0): names of the
-    training split's packages, never of the held-out transcript repositories."""
+def _real_names(cfg: TrainConfig, tok, split: str, echo: Callable[[str], None] | None = None):
+    """The name pool for copy and call data (None when cfg.real_names and cfg.vocab_names are
+    0): real names of the training split's packages, never of the held-out transcript
+    repositories, and names built from the tokenizer's word tokens."""
     from clover_cli.engine.training import names, transcripts
 
-    if cfg.real_names <= 0 or split != "train":
+    share = cfg.real_names + cfg.vocab_names
+    if share <= 0 or split != "train":
         return None
     roots = [Path(cfg.code_root)] if cfg.code_root else None
-    pool = names.harvest(roots, exclude_repo=transcripts.is_heldout_repo, share=cfg.real_names)
+    pool = names.harvest(roots, exclude_repo=transcripts.is_heldout_repo, share=share) \
+        if cfg.real_names > 0 else names.RealNames((), (), (), share)
+    words = names.vocab_words(tok) if cfg.vocab_names > 0 else ()
+    pool = replace(pool, words=words, word_share=cfg.vocab_names / share)
     if echo:
-        echo(f"real names for copy/call data ({cfg.real_names:.0%} of names): "
-             f"{len(pool.identifiers)} identifiers, {len(pool.modules)} files, "
-             f"{len(pool.dirs)} directories" if pool else
-             "real names: none found under the code roots (copy/call data stay synthetic)")
+        real = (f"{cfg.real_names:.0%} real ({len(pool.identifiers)} identifiers, "
+                f"{len(pool.modules)} files, {len(pool.dirs)} directories)"
+                if pool.identifiers or pool.modules or pool.dirs else
+                "no real names (none found under the code roots)")
+        echo(f"names for copy/call data: {real}, {cfg.vocab_names:.0%} built from "
+             f"{len(words)} vocabulary words, the rest synthetic")
     return pool or None
 
 
@@ -151,7 +160,7 @@ def _sources(cfg: TrainConfig, tok, split: str = "train",
         files = list(corpus.python_files([Path(cfg.code_root)], split="all")) \
             if cfg.code_root else None
         src["code"] = CodeSource(tok, split, files=files, n=cfg.seq_len)
-    real = _real_names(cfg, split, echo) if want & {"curriculum", "dense_copy", "calls",
+    real = _real_names(cfg, tok, split, echo) if want & {"curriculum", "dense_copy", "calls",
                                               "calls_sys"} else None
     if "curriculum" in want:
         src["curriculum"] = PackedChatSource(

@@ -101,27 +101,37 @@ def test_calls_use_real_names_and_synthetic_eval_set_is_unchanged(tok):
                      "ls value"]
 
 
-def test_trainer_pool_follows_the_config(tmp_path, roots):
+def test_trainer_pool_follows_the_config(tmp_path, roots, tok):
     from clover_cli.engine.training.trainer import TrainConfig, _real_names
 
-    cfg = TrainConfig(out=str(tmp_path / "r"), code_root=str(roots), real_names=0.3)
+    cfg = TrainConfig(out=str(tmp_path / "r"), code_root=str(roots), real_names=0.3,
+                      vocab_names=0.2)
     said: list[str] = []
-    pool = _real_names(cfg, "train", said.append)
-    assert pool is not None and pool.share == 0.3 and "restock_shelf" in pool.identifiers
-    assert said and "30% of names" in said[0] and "identifiers" in said[0]
+    pool = _real_names(cfg, tok, "train", said.append)
+    assert pool is not None and pool.share == 0.5 and "restock_shelf" in pool.identifiers
+    assert pool.word_share == pytest.approx(0.4) and len(pool.words) > 1000
+    assert said and "30% real" in said[0] and "identifiers" in said[0]
+    assert "20% built from" in said[0]
     # a code root without packages: said so, and the data stay synthetic
     flat = tmp_path / "flat"
     flat.mkdir()
     (flat / "m.py").write_text("def f():\n    pass\n")
     said.clear()
-    assert _real_names(TrainConfig(out=str(tmp_path / "r"), code_root=str(flat)), "train",
-                       said.append) is None
+    assert _real_names(TrainConfig(out=str(tmp_path / "r"), code_root=str(flat),
+                                   vocab_names=0.0), tok, "train", said.append) is None
     assert "none found" in said[0]
-    assert _real_names(cfg, "eval") is None
-    off = TrainConfig(out=str(tmp_path / "r"), code_root=str(roots), real_names=0.0)
-    assert _real_names(off, "train") is None
+    # vocabulary names alone need no harvest
+    only = _real_names(TrainConfig(out=str(tmp_path / "r"), code_root=str(flat), real_names=0.0,
+                                   vocab_names=0.5), tok, "train")
+    assert only is not None and only.word_share == 1.0 and not only.identifiers
+    assert _real_names(cfg, tok, "eval") is None
+    off = TrainConfig(out=str(tmp_path / "r"), code_root=str(roots), real_names=0.0,
+                      vocab_names=0.0)
+    assert _real_names(off, tok, "train") is None
     with pytest.raises(ValueError, match="real_names"):
         TrainConfig(out=str(tmp_path / "r"), real_names=1.5)
+    with pytest.raises(ValueError, match="sum <= 1"):
+        TrainConfig(out=str(tmp_path / "r"), real_names=0.7, vocab_names=0.4)
 
 
 def test_cli_rejects_a_bad_share(tmp_path):
@@ -130,7 +140,7 @@ def test_cli_rejects_a_bad_share(tmp_path):
     from clover_cli.commands.train_cmd import train
 
     res = CliRunner().invoke(train, ["--out", str(tmp_path / "r"), "--real-names", "2"])
-    assert res.exit_code != 0 and "real_names must be in [0, 1]" in res.output
+    assert res.exit_code != 0 and "real_names and vocab_names must be in [0, 1]" in res.output
 
 
 def test_harvest_caps_files_per_package(tmp_path):
