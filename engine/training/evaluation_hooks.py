@@ -6,7 +6,7 @@ import random
 import re
 from pathlib import Path
 
-from clover_cli.engine.training import curriculum, transcripts
+from clover_cli.engine.training import curriculum, names, transcripts
 from clover_cli.engine.training.data import CodeSource, chat_example, fixed_batches
 from clover_cli.engine.training.evaluate import bd_generate
 
@@ -126,37 +126,69 @@ def copy_accuracy(model, tok, n: int, seed: int, block_size: int, generate=None)
     return ok / max(n, 1)
 
 
+def _teacher_forced(model, ex):
+    """AR-mode (block size 1) argmax at every scored position of a chat example, given the true
+    tokens before it -> (predictions [L], ids [L], scored answer positions without <|im_end|>)."""
+    import torch
+
+    from clover_cli.engine.training import blockdiff
+
+    mask_id = int(model.config.mask_token_id)
+    device = next(model.parameters()).device
+    ids = torch.tensor([ex.ids], device=device)
+    ok = torch.tensor([ex.loss_ok], device=device)
+    size = ids.shape[1]
+    noisy = torch.where(ok, torch.full_like(ids, mask_id), ids)
+    dtype = next(model.parameters()).dtype
+    mask4 = blockdiff.additive_mask(blockdiff.bd_allowed(size, 1, device), dtype)
+    pos = torch.arange(size, device=device)
+    with torch.no_grad():
+        logits = model(input_ids=torch.cat([noisy, ids], 1), attention_mask=mask4,
+                       position_ids=torch.cat([pos, pos])[None]).logits[0, :size].float()
+    logits[:, mask_id] = float("-inf")
+    return logits.argmax(-1), ids[0], ok[0].nonzero().flatten().tolist()[:-1]
+
+
 def copy_positions(model, tok, n: int, seed: int, positions: int = 6) -> list[float]:
     """Teacher-forced copy accuracy by position, in AR mode (block size 1): for pure-copy chats,
     the share of examples whose k-th answer token is the argmax given the true tokens before it.
     Position 0 is finding where the name starts; later positions are induction (copy the token
     that followed the previous one in the request)."""
-    import torch
-
-    from clover_cli.engine.training import blockdiff
-
     rng = random.Random(seed)
-    mask_id = int(model.config.mask_token_id)
     hits: list[list[int]] = [[] for _ in range(positions)]
-    device = next(model.parameters()).device
     for _ in range(n):
-        ex = chat_example(tok, curriculum.copy_chat(rng, tok))
-        ids = torch.tensor([ex.ids], device=device)
-        ok = torch.tensor([ex.loss_ok], device=device)
-        size = ids.shape[1]
-        noisy = torch.where(ok, torch.full_like(ids, mask_id), ids)
-        dtype = next(model.parameters()).dtype
-        mask4 = blockdiff.additive_mask(blockdiff.bd_allowed(size, 1, device), dtype)
-        pos = torch.arange(size, device=device)
-        with torch.no_grad():
-            logits = model(input_ids=torch.cat([noisy, ids], 1), attention_mask=mask4,
-                           position_ids=torch.cat([pos, pos])[None]).logits[0, :size].float()
-        logits[:, mask_id] = float("-inf")
-        pred = logits.argmax(-1)
-        answer = ok[0].nonzero().flatten().tolist()[:-1]  # the name, without <|im_end|>
+        pred, ids, answer = _teacher_forced(model, chat_example(tok, curriculum.copy_chat(rng, tok)))
         for k, i in enumerate(answer[:positions]):
-            hits[k].append(int(pred[i] == ids[0, i]))
+            hits[k].append(int(pred[i] == ids[i]))
     return [round(sum(h) / len(h), 3) if h else 0.0 for h in hits]
+
+
+class _One:
+    """A name pool that always gives one name (for copy_chat)."""
+    share = 1.0
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def thing(self, rng, kind=None) -> str:
+        return self.name
+
+
+def word_copy(model, tok, n: int, seed: int) -> float:
+    """Teacher-forced exact copy of names made of one vocabulary word token drawn uniformly and
+    one synthetic word (`ptr_data`, `ku_pending`): the share copied whole. A copy circuit for
+    every token scores high; per-token copying learnt from frequent names does not (the fourth
+    model copied 19% of 300 such names, 0% of those whose word the real-name pool lacked)."""
+    rng = random.Random(seed)
+    words = [w for w in names.vocab_words(tok) if w.islower() and len(w) > 2]
+    ok = 0
+    for _ in range(n):
+        w = rng.choice(words)
+        name = f"{names.word(rng)}_{w}" if rng.random() < 0.5 else f"{w}_{names.word(rng)}"
+        pred, ids, answer = _teacher_forced(
+            model, chat_example(tok, curriculum.copy_chat(rng, tok, _One(name))))
+        ok += all(int(pred[i]) == int(ids[i]) for i in answer)
+    return round(ok / max(n, 1), 3)
 
 
 def make_evaluator(trainer, n_code_rows: int = 8, n_calls: int = 20):
@@ -177,7 +209,8 @@ def make_evaluator(trainer, n_code_rows: int = 8, n_calls: int = 20):
         res = {"code_loss": round(heldout_loss(m, code_rows, cfg.block_size, tr.mask_id), 4),
                "copy": copy_accuracy(m, tok, 10, 99, cfg.block_size),
                # teacher-forced copy, mean over name positions 0-5: moves long before "copy"
-               "copy_tf": round(sum(p := copy_positions(m, tok, 20, 11)) / len(p), 3)}
+               "copy_tf": round(sum(p := copy_positions(m, tok, 20, 11)) / len(p), 3),
+               "word_copy_tf": word_copy(m, tok, 40, 5)}
         res.update({"synth_" + k: round(v, 3)
                     for k, v in call_accuracy(m, tok, synth, cfg.block_size).items()})
         if held:
@@ -228,7 +261,8 @@ def evaluate_dir(model_dir: str, transcripts_file: str, n: int = 30, seed: int =
            "transcript_loss": heldout_loss(
                model, [chat_example(tok, transcripts.render(tok, r)) for r in recs], bs, mask_id),
            "copy": copy_accuracy(model, tok, n, 99, bs, gen),
-           "copy_by_position_teacher_forced": copy_positions(model, tok, max(n, 40), 11)}
+           "copy_by_position_teacher_forced": copy_positions(model, tok, max(n, 40), 11),
+           "word_copy_teacher_forced": word_copy(model, tok, 300, 1)}
     for key, wt, novel in (("heldout", False, False), ("heldout_agent_prefix", True, False),
                            ("heldout_novel", False, True),
                            ("heldout_novel_agent_prefix", True, True)):

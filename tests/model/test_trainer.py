@@ -174,3 +174,4 @@ def test_evaluator_reports_teacher_forced_copy(tmp_path, corpus_dir, bundled_dir
     assert 0.0 <= res["copy_tf"] <= 1.0 and res["code_loss"] > 0
     # an untrained micro model does not copy: a copier would score near 1
     assert res["copy_tf"] < 0.5
+    assert 0.0 <= res["word_copy_tf"] < 0.5
