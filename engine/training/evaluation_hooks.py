@@ -109,6 +109,36 @@ def call_accuracy(model, tok, prompts: list[tuple], block_size: int, threshold: 
             "tpf": tokens / max(forwards, 1)}
 
 
+_FACT_RE = re.compile(r"[\w./-]+\.py\b|\b\d+\b")
+
+
+def answer_grounding(model, tok, records: list[dict], block_size: int, generate=None,
+                     max_new: int = 48) -> dict:
+    """After the right call and its real tool result, does the model's answer state the facts
+    of the reference answer? Facts: the file paths (`*.py`) and numbers (line, match and file
+    counts) in the transcript's own final answer; an answer is grounded when it contains all of
+    them. Records whose reference states no fact are skipped."""
+    decode = generate or bd_generate
+    mask_id = int(model.config.mask_token_id)
+    eos = (tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>"))
+    grounded = n = 0
+    examples: list[tuple[str, str]] = []
+    for rec in records:
+        facts = set(_FACT_RE.findall(rec["messages"][-1]["content"]))
+        if not facts:
+            continue
+        msgs = [m for m in rec["messages"][:-1] if m["role"] != "system"]
+        prompt = tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+        ids = tok(prompt, add_special_tokens=False)["input_ids"]
+        out, _ = decode(model, ids, mask_id, eos, block_size, max_new=max_new, threshold=0.95)
+        text = tok.decode(out, skip_special_tokens=True)
+        said = set(_FACT_RE.findall(text))
+        n += 1
+        grounded += facts <= said
+        examples.append((rec["messages"][-1]["content"], text.strip()))
+    return {"answer_grounded": grounded / max(n, 1), "answer_n": n, "answer_examples": examples[:5]}
+
+
 def copy_accuracy(model, tok, n: int, seed: int, block_size: int, generate=None) -> float:
     """Pure copy: the assistant must repeat a synthetic name exactly."""
     decode = generate or bd_generate
@@ -271,6 +301,7 @@ def evaluate_dir(model_dir: str, transcripts_file: str, n: int = 30, seed: int =
             bs, generate=gen).items()})
     res.update({"synth_" + k: v for k, v in
                 call_accuracy(model, tok, call_prompts(tok, n, 4242), bs, generate=gen).items()})
+    res.update(answer_grounding(model, tok, recs, bs, generate=gen))
     return res
 
 

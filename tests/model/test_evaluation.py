@@ -121,3 +121,39 @@ def test_call_accuracy_counts_strict_and_agent_readings(tok):
     assert res["call_valid"] == 1.0 and res["call_exact"] == 0.5
     assert res["call_exact_strict"] == 0.0
     assert res["tpf"] == len(ids) / 4
+
+
+def test_answer_grounding_needs_every_fact_of_the_reference(tok):
+    """An answer is grounded when it states the reference answer's files and numbers; the
+    prompt is the conversation up to the real tool result."""
+    from clover_cli.engine.training.evaluation_hooks import answer_grounding
+
+    def rec(ref: str) -> dict:
+        return {"messages": [
+            {"role": "user", "content": "where is apply_discount defined?"},
+            {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
+                "name": "grep", "arguments": {"pattern": "(def|class) apply_discount"}}}]},
+            {"role": "tool", "content": "shop/prices.py:3:def apply_discount(p):"},
+            {"role": "assistant", "content": ref}]}
+
+    recs = [rec("apply_discount is defined in shop/prices.py at line 3."),
+            rec("No definition found.")]  # states no fact: skipped
+    seen: list[str] = []
+
+    class M:
+        class config:
+            mask_token_id = tok.mask_token_id
+
+    def fake(say):
+        def generate(model, ids, mask_id, eos, block_size, max_new=48, threshold=0.95):
+            seen.append(tok.decode(ids))
+            return tok(say, add_special_tokens=False)["input_ids"], 1
+        return generate
+
+    good = answer_grounding(M, tok, recs, 32, generate=fake("It is in shop/prices.py, line 3."))
+    assert good["answer_grounded"] == 1.0 and good["answer_n"] == 1
+    assert "shop/prices.py:3:def apply_discount" in seen[0]  # the real result is in the prompt
+    assert seen[0].rstrip().endswith("<|im_start|>assistant")
+    assert "apply_discount is defined in" not in seen[0]  # the reference answer is not
+    for wrong in ("It is in shop/prices.py.", "It is in shop/other.py at line 3."):
+        assert answer_grounding(M, tok, recs, 32, generate=fake(wrong))["answer_grounded"] == 0.0
