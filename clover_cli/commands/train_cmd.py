@@ -22,7 +22,10 @@ def _mix(text: str) -> dict:
 
 @click.command("train")
 @click.option("--out", "out", default="runs/tiny", show_default=True, help="Output dir (resumable).")
-@click.option("--from", "from_dir", default=None, help="Adapt an autoregressive checkpoint dir.")
+@click.option("--from", "from_dir", default=None,
+              help="Start from a checkpoint dir: an autoregressive one is adapted, a block-diffusion "
+                   "one (`tiny` = the bundled model) is trained further; its training record carries "
+                   "over into train_state.json (base, totals).")
 @click.option("--size", default="nano", show_default=True, help="nano | tiny | small (from scratch).")
 @click.option("--tokenizer", "tokenizer_dir", default=None, help="Reuse a tokenizer directory.")
 @click.option("--vocab-size", default=4096, show_default=True)
@@ -91,6 +94,10 @@ def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_
         return
     from clover_cli.engine.training.evaluation_hooks import make_evaluator
     from clover_cli.engine.training.trainer import TrainConfig, Trainer
+
+    if from_dir == "tiny":
+        from clover_cli.engine.loader import bundled_tiny_dir
+        from_dir = str(bundled_tiny_dir())
 
     try:
         cfg = TrainConfig(out=out, size=size, from_dir=from_dir, tokenizer_dir=tokenizer_dir,

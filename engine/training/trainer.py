@@ -193,6 +193,28 @@ def _sources(cfg: TrainConfig, tok, split: str = "train",
     return src
 
 
+def _base_totals(cfg: TrainConfig, out: Path) -> dict | None:
+    """What a `--from` run continues, when the start checkpoint was itself trained by us (its
+    train_state.json; e.g. the bundled model trained further on a new machine, where its run
+    directory is gone): {from, steps, tokens, elapsed} summed over its own lineage. Taken from
+    OUT/train_state.json once this run has saved, so a later change to the --from directory (say,
+    exporting this run over it) does not rewrite the record."""
+    own = out / "train_state.json"
+    if own.exists():
+        base = json.loads(own.read_text()).get("base")
+        if base or not cfg.from_dir:
+            return base
+    if not cfg.from_dir:
+        return None
+    src = Path(cfg.from_dir) / "train_state.json"
+    if not src.exists():
+        return None  # an AR checkpoint from elsewhere: no training record of ours
+    state = json.loads(src.read_text())
+    totals = state.get("totals") or {"steps": state["step"], "tokens": state["tokens"],
+                                     "elapsed": state["elapsed"]}
+    return {"from": str(cfg.from_dir), **{k: totals[k] for k in ("steps", "tokens", "elapsed")}}
+
+
 class Trainer:
     """Owns model, optimizer, data and the output directory; `run()` trains until cfg.steps."""
 
@@ -216,6 +238,7 @@ class Trainer:
         self.step, self.tokens, self.elapsed = 0, 0, 0.0
         self.rng = random.Random(cfg.seed)
         self.gen = torch.Generator().manual_seed(cfg.seed)
+        self.base = _base_totals(cfg, self.out)
         self._resume()
         self.mix = Mixture(_sources(cfg, self.tok, echo=echo), cfg.mix, self.pad_id)
 
@@ -244,6 +267,11 @@ class Trainer:
         tmp.replace(self.out / "optimizer.pt")
         state = {"step": self.step, "tokens": self.tokens, "elapsed": self.elapsed,
                  "params": modeling.param_count(self.model), "config": asdict(self.cfg)}
+        if self.base:
+            state["base"] = self.base
+            state["totals"] = {"steps": self.base["steps"] + self.step,
+                               "tokens": self.base["tokens"] + self.tokens,
+                               "elapsed": self.base["elapsed"] + self.elapsed}
         (self.out / "train_state.json").write_text(json.dumps(state, indent=2) + "\n")
         (self.out / "model" / "train_state.json").write_text(json.dumps(state, indent=2) + "\n")
 

@@ -56,3 +56,23 @@ def test_gpu_train_script_parses_and_uses_only_real_train_options():
     assert {"--steps", "--mix", "--export", "--max-minutes"} <= used
     missing = sorted(o for o in used if o not in help_text)
     assert not missing, missing
+
+
+def test_from_tiny_trains_the_bundled_model_further(tmp_path, bundled_dir):
+    """`clover train --from tiny` on a fresh machine continues the bundled model (its run
+    directory is not shipped) and carries its training record."""
+    import json
+
+    out = tmp_path / "more"
+    res = CliRunner().invoke(train, [
+        "--from", "tiny", "--out", str(out), "--steps", "1", "--seq-len", "160",
+        "--batch-size", "1", "--mix", "curriculum:1", "--real-names", "0", "--vocab-names", "0",
+        "--no-eval", "--warmup", "1", "--log-every", "1"])
+    assert res.exit_code == 0, res.output
+    shipped = json.loads((bundled_dir / "train_state.json").read_text())
+    state = json.loads((out / "train_state.json").read_text())
+    assert state["config"]["from_dir"] == str(bundled_dir)
+    shipped_steps = (shipped.get("totals") or {"steps": shipped["step"]})["steps"]
+    assert state["base"]["steps"] == shipped_steps and state["totals"]["steps"] == shipped_steps + 1
+    conf = json.loads((out / "model" / "config.json").read_text())
+    assert conf["mask_token_id"] == json.loads((bundled_dir / "config.json").read_text())["mask_token_id"]

@@ -175,3 +175,42 @@ def test_evaluator_reports_teacher_forced_copy(tmp_path, corpus_dir, bundled_dir
     # an untrained micro model does not copy: a copier would score near 1
     assert res["copy_tf"] < 0.5
     assert 0.0 <= res["word_copy_tf"] < 0.5
+
+
+def test_continue_a_diffusion_checkpoint_keeps_its_record(tmp_path, corpus_dir, bundled_dir):
+    """`--from` a block-diffusion checkpoint of ours (the bundled model on a new machine, whose
+    run directory is gone) starts from its weights and sums its training record."""
+    import torch
+    from safetensors.torch import load_file
+
+    from clover_cli.engine.training.trainer import Trainer
+
+    Trainer(_cfg(tmp_path, corpus_dir, bundled_dir, steps=6, log_every=3, save_every=6),
+            echo=lambda s: None).run()
+    first = tmp_path / "run"
+    a = json.loads((first / "train_state.json").read_text())
+    weights = load_file(str(first / "model" / "model.safetensors"))
+
+    second = tmp_path / "run2"
+    tr = Trainer(_cfg(tmp_path, corpus_dir, bundled_dir, out=str(second), tokenizer_dir=None,
+                      from_dir=str(first / "model"), steps=4, log_every=2, save_every=4),
+                 echo=lambda s: None)
+    start = {n: p.detach().clone() for n, p in tr.model.named_parameters()}
+    name = "model.layers.0.self_attn.q_proj.weight"
+    assert torch.equal(start[name], weights[name])  # its weights, not a fresh init
+    assert tr.model.config.mask_token_id == json.loads(
+        (first / "model" / "config.json").read_text())["mask_token_id"]
+    tr.run()
+    b = json.loads((second / "train_state.json").read_text())
+    assert b["step"] == 4
+    assert b["base"]["steps"] == 6 and b["base"]["tokens"] == a["tokens"] > 0
+    assert b["totals"] == {"steps": 10, "tokens": a["tokens"] + b["tokens"],
+                           "elapsed": a["elapsed"] + b["elapsed"]}
+    # resuming the second run keeps the record it saved, even if --from now holds other weights
+    (first / "model" / "train_state.json").write_text(json.dumps({**a, "step": 99}))
+    tr3 = Trainer(_cfg(tmp_path, corpus_dir, bundled_dir, out=str(second), tokenizer_dir=None,
+                       from_dir=str(first / "model"), steps=6, log_every=2, save_every=2),
+                  echo=lambda s: None)
+    assert tr3.step == 4 and tr3.base["steps"] == 6
+    tr3.run()
+    assert json.loads((second / "train_state.json").read_text())["totals"]["steps"] == 12
