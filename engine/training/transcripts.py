@@ -45,8 +45,16 @@ def call_message(tool: str, args: dict) -> dict:
 
 
 def user_text(rng: random.Random, kind: str, x: str) -> str:
-    """One phrasing of a request."""
-    return rng.choice(requests()[kind]["phrases"]).replace("{X}", x)
+    """One phrasing of a request: a template of its kind, sometimes wrapped in a greeting or a
+    sign-off (requests.json "wrap") so that the name is copied out of less regular sentences."""
+    text = rng.choice(requests()[kind]["phrases"]).replace("{X}", x)
+    wrap = requests().get("wrap")
+    if wrap:
+        if rng.random() < wrap["p"]:
+            text = rng.choice(wrap["prefix"]) + text
+        if rng.random() < wrap["p"]:
+            text = text + rng.choice(wrap["suffix"])
+    return text
 
 
 def system_messages(rng: random.Random, p_system: float, root: str | None = None

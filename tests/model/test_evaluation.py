@@ -11,6 +11,29 @@ def test_novel_phrasings_are_not_training_templates():
         trained = {p.lower() for p in reqs[kind]["phrases"]}
         for p in phrases:
             assert p.lower() not in trained, (kind, p)
+    # nor can a wrapped training phrasing (greeting + template + sign-off) be a held-out one
+    wrap = reqs["wrap"]
+    for kind, phrases in NOVEL_PHRASES.items():
+        novel = {p.lower() for p in phrases}
+        for t in reqs[kind]["phrases"]:
+            for pre in [""] + wrap["prefix"]:
+                for post in [""] + wrap["suffix"]:
+                    assert (pre + t + post).lower() not in novel, (kind, pre, t, post)
+
+
+def test_user_text_wraps_some_requests_and_keeps_the_name():
+    import random
+
+    from clover_cli.engine.training import transcripts
+
+    rng = random.Random(3)
+    texts = [transcripts.user_text(rng, "define", "parse_header") for _ in range(400)]
+    assert all("parse_header" in t for t in texts)
+    plain = {p.replace("{X}", "parse_header") for p in transcripts.requests()["define"]["phrases"]}
+    wrapped = [t for t in texts if t not in plain]
+    assert 0.3 < len(wrapped) / len(texts) < 0.6  # p = 0.25 for each side
+    assert any(t.startswith(tuple(transcripts.requests()["wrap"]["prefix"])) for t in wrapped)
+    assert any(t.endswith(tuple(transcripts.requests()["wrap"]["suffix"])) for t in wrapped)
 
 
 def test_call_prompts_reword_the_request_and_keep_the_expected_call(tok):
