@@ -77,7 +77,7 @@ def call_prompts(tok, n: int, seed: int, records: list[dict] | None = None,
             out.append((tok.apply_chat_template(msgs, tools=tools, add_generation_prompt=True,
                                                 tokenize=False), rec["tool"], rec["arguments"]))
             continue
-        text = transcripts.synthetic_call_chat(rng, tok)
+        text = transcripts.synthetic_call_chat(rng, tok, wide=False)  # a fixed set
         head, _, tail = text.rpartition("<|im_start|>assistant\n")
         call = parse_call(tail)
         out.append((head + "<|im_start|>assistant\n", call[0], call[1]))

@@ -44,10 +44,15 @@ def call_message(tool: str, args: dict) -> dict:
             "tool_calls": [{"type": "function", "function": {"name": tool, "arguments": args}}]}
 
 
-def user_text(rng: random.Random, kind: str, x: str) -> str:
-    """One phrasing of a request: a template of its kind, sometimes wrapped in a greeting or a
-    sign-off (requests.json "wrap") so that the name is copied out of less regular sentences."""
-    text = rng.choice(requests()[kind]["phrases"]).replace("{X}", x)
+def user_text(rng: random.Random, kind: str, x: str, wide: bool = True) -> str:
+    """One phrasing of a request: a template of its kind ("phrases" + "more_phrases"), sometimes
+    wrapped in a greeting or a sign-off ("wrap") so that the name is copied out of less regular
+    sentences. wide=False: the original templates only, unwrapped, drawing from rng exactly as
+    before the wider phrasings existed (the synthetic-call evaluation set stays the same)."""
+    spec = requests()[kind]
+    if not wide:
+        return rng.choice(spec["phrases"]).replace("{X}", x)
+    text = rng.choice(spec["phrases"] + spec.get("more_phrases", [])).replace("{X}", x)
     wrap = requests().get("wrap")
     if wrap:
         if rng.random() < wrap["p"]:
@@ -85,9 +90,10 @@ def agent_prefix() -> tuple[str, list[dict]]:
 
 
 def synthetic_call_chat(rng: random.Random, tokenizer, p_system: float = 0.0,
-                        real: names.RealNames | None = None) -> str:
+                        real: names.RealNames | None = None, wide: bool = True) -> str:
     """A request about a synthetic (unmemorisable) name/path and the right tool call only;
-    with a `real` pool, real.share of the names are real ones (see names.harvest)."""
+    with a `real` pool, real.share of the names are real ones (see names.harvest); wide: the
+    request phrasings (see user_text; the evaluation passes False)."""
     kind = rng.choice(("show", "define", "uses", "list", "define", "show"))
     want = requests()[kind]["kind"]
     # all three drawn, as before real names existed: the evaluation's synthetic set stays the same
@@ -97,7 +103,8 @@ def synthetic_call_chat(rng: random.Random, tokenizer, p_system: float = 0.0,
         x = real.thing(rng, want)
     sys_msgs, tools = system_messages(rng, p_system)
     tool, args = call_args(kind, x)
-    msgs = sys_msgs + [{"role": "user", "content": user_text(rng, kind, x)}, call_message(tool, args)]
+    msgs = sys_msgs + [{"role": "user", "content": user_text(rng, kind, x, wide)},
+                       call_message(tool, args)]
     return tokenizer.apply_chat_template(msgs, tools=tools, tokenize=False)
 
 

@@ -8,14 +8,14 @@ def test_novel_phrasings_are_not_training_templates():
 
     reqs = transcripts.requests()
     for kind, phrases in NOVEL_PHRASES.items():
-        trained = {p.lower() for p in reqs[kind]["phrases"]}
+        trained = {p.lower() for p in reqs[kind]["phrases"] + reqs[kind].get("more_phrases", [])}
         for p in phrases:
             assert p.lower() not in trained, (kind, p)
     # nor can a wrapped training phrasing (greeting + template + sign-off) be a held-out one
     wrap = reqs["wrap"]
     for kind, phrases in NOVEL_PHRASES.items():
         novel = {p.lower() for p in phrases}
-        for t in reqs[kind]["phrases"]:
+        for t in reqs[kind]["phrases"] + reqs[kind].get("more_phrases", []):
             for pre in [""] + wrap["prefix"]:
                 for post in [""] + wrap["suffix"]:
                     assert (pre + t + post).lower() not in novel, (kind, pre, t, post)
@@ -29,11 +29,16 @@ def test_user_text_wraps_some_requests_and_keeps_the_name():
     rng = random.Random(3)
     texts = [transcripts.user_text(rng, "define", "parse_header") for _ in range(400)]
     assert all("parse_header" in t for t in texts)
-    plain = {p.replace("{X}", "parse_header") for p in transcripts.requests()["define"]["phrases"]}
+    spec = transcripts.requests()["define"]
+    plain = {p.replace("{X}", "parse_header") for p in spec["phrases"] + spec["more_phrases"]}
     wrapped = [t for t in texts if t not in plain]
     assert 0.3 < len(wrapped) / len(texts) < 0.6  # p = 0.25 for each side
     assert any(t.startswith(tuple(transcripts.requests()["wrap"]["prefix"])) for t in wrapped)
     assert any(t.endswith(tuple(transcripts.requests()["wrap"]["suffix"])) for t in wrapped)
+    assert any(t.replace("parse_header", "{X}") in spec["more_phrases"] for t in texts)
+    # the evaluation's draw: original templates only, never wrapped
+    narrow = [transcripts.user_text(rng, "define", "parse_header", wide=False) for _ in range(100)]
+    assert set(narrow) <= {p.replace("{X}", "parse_header") for p in spec["phrases"]}
 
 
 def test_call_prompts_reword_the_request_and_keep_the_expected_call(tok):

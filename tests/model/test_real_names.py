@@ -93,9 +93,10 @@ def test_calls_use_real_names_and_synthetic_eval_set_is_unchanged(tok):
         assert any(x in text for x in ('"restock_shelf', ' restock_shelf"', '"shop/inventory.py"',
                                        '"shop"')), text
     # without a pool the data is what it was before real names existed: the trainer's and the
-    # card's synthetic-call evaluation (seed 4242) keeps measuring the same prompts
+    # card's synthetic-call evaluation (seed 4242, the original phrasings: wide=False, as
+    # call_prompts draws it) keeps measuring the same prompts
     rng = random.Random(4242)
-    users = [transcripts.synthetic_call_chat(rng, tok).split("<|im_start|>user\n")[1]
+    users = [transcripts.synthetic_call_chat(rng, tok, wide=False).split("<|im_start|>user\n")[1]
              .split("<|im_end|>")[0] for _ in range(3)]
     assert users == ["List the files in set", "print the contents of nef/request/table_zefelgri.py",
                      "ls value"]

@@ -2,6 +2,7 @@
 (the fourth model copied a token only if the real-name pool held it often)."""
 from __future__ import annotations
 
+import json
 import random
 import re
 
@@ -69,4 +70,7 @@ def test_copy_and_call_data_carry_vocab_names(tok):
     assert len(vocab) > 2 * len(synthetic) and len(vocab) > 600
     call = transcripts.synthetic_call_chat(random.Random(3), tok, real=pool)
     user = call.split("<|im_start|>user\n")[1].split("<|im_end|>")[0]
-    assert any(p in words for p in re.split(r"[^A-Za-z]+", user.split()[-1]) if p)
+    args = json.loads(call.split("<tool_call>")[1].split("</tool_call>")[0])["arguments"]
+    thing = list(args.values())[0].replace("(def|class) ", "")  # the name or path asked about
+    assert thing in user  # (the request may be wrapped in a greeting or sign-off)
+    assert any(p in words for p in re.split(r"[^A-Za-z]+", thing) if p)
