@@ -49,6 +49,8 @@ class BlockDecoder:
         self.dtype = next(lm.model.parameters()).dtype
         self.run_forward = ForwardRunner(lm.model)
         self.cached = 0  # positions whose keys/values (and GDN state) are in the cache
+        self._mask_key = None  # (start, length, cached) of the last forward's positions and mask
+        self._positions = self._mask = None
         self.processing = cfg.repetition_penalty > 1.0 or cfg.progressive_ending
         self.streamer = TextStreamer(lm.tokenizer, hidden_token_ids(lm.tokenizer, self.eos, self.mask_id))
         self.generator = None
@@ -59,9 +61,13 @@ class BlockDecoder:
     # -- forwards -------------------------------------------------------------------------
     def _forward(self, tokens: torch.Tensor, start: int, cache, keep: int = 0, count: bool = True):
         """Run tokens [T] at absolute positions start.. against the cache; returns logits [K, V]."""
-        positions = torch.arange(start, start + tokens.numel(), device=self.device)
-        mask = block_causal_mask(positions, self.cached + tokens.numel(), self.B, self.dtype)
-        return self.run_forward(tokens, positions, cache, mask, logits_to_keep=keep, count=count)
+        key = (start, tokens.numel(), self.cached)
+        if self._mask_key != key:  # every denoise step of a block runs the same shapes: reuse them
+            positions = torch.arange(start, start + tokens.numel(), device=self.device)
+            self._mask_key, self._positions = key, positions
+            self._mask = block_causal_mask(positions, self.cached + tokens.numel(), self.B, self.dtype)
+        return self.run_forward(tokens, self._positions, cache, self._mask, logits_to_keep=keep,
+                                count=count)
 
     def _prefill(self, cache, end: int) -> torch.Tensor | None:
         """Write prompt[0:end] (whole blocks) into the cache in block-aligned chunks."""
