@@ -90,8 +90,8 @@ def test_cpu_greedy_fast_path_matches_the_kernel_reference():
     from clover_cli.kernels.confidence import select_commits_reference
 
     gen = torch.Generator().manual_seed(0)
-    for trial in range(200):
-        n, vocab = 32, 50
+    for trial in range(240):
+        n, vocab = 32, (50 if trial < 200 else 4096)  # also the bundled model's vocabulary size
         scale = [0.5, 3.0, 8.0, 20.0][trial % 4]
         logits = torch.randn(n, vocab, generator=gen) * scale
         if trial % 7 == 0:
