@@ -82,3 +82,30 @@ def test_committed_tokens_never_change_and_steps_bounded(models):
     for ev in steps:
         per_block[ev.block_index] = ev.step
     assert all(1 <= s <= lm.block_size for s in per_block.values())
+
+
+def test_every_forward_gets_the_mask_of_its_own_positions(models, monkeypatch):
+    """The decoder reuses one positions tensor and 4-D mask across a block's denoise steps; each
+    forward's mask must still be exactly the block-causal mask of its queries over the cache it
+    runs against (a stale mask after a commit would show here), and denoise steps must reuse it."""
+    from clover_cli.engine import runtime
+    from clover_cli.engine.runtime import block_causal_mask
+
+    lm = models["clover"]
+    seen = []
+    original = runtime.ForwardRunner.__call__
+
+    def spy(self, input_ids, position_ids, cache, attention_mask, logits_to_keep=0, count=True):
+        seen.append((position_ids.clone(), cache.get_seq_length(), attention_mask))
+        return original(self, input_ids, position_ids, cache, attention_mask, logits_to_keep, count)
+
+    monkeypatch.setattr(runtime.ForwardRunner, "__call__", spy)
+    result = Engine(lm).generate(_prompt(13), GenerationConfig(max_new_tokens=30, threshold=0.95))
+    assert result.stats.blocks >= 3 and len(seen) > result.stats.blocks  # several steps per block
+    dtype = next(lm.model.parameters()).dtype
+    for positions, cached, mask in seen:
+        assert int(positions[0]) == cached  # queries start right after the cached positions
+        expected = block_causal_mask(positions, cached + positions.numel(), lm.block_size, dtype)
+        assert torch.equal(mask, expected)
+    reused = sum(a[2] is b[2] for a, b in zip(seen, seen[1:]))
+    assert reused >= len(seen) - 2 * result.stats.blocks  # only a commit or prefill builds a new one
