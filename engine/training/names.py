@@ -144,15 +144,29 @@ def vocab_words(tokenizer) -> tuple[str, ...]:
 
 def vocab_thing(rng: random.Random, words: tuple[str, ...], kind: str = "name") -> str:
     """A name of a kind whose parts are vocabulary words drawn uniformly: snake_case, CamelCase
-    or _private identifiers of 1-3 words; pkg/mod.py files; 1-2 part directories."""
+    or _private identifiers of 1-3 words; pkg/mod.py files; 1-2 part directories.
+
+    A third of the joins inside a snake_case name and of the path parts are compounds of two
+    words with nothing between them (`shelf` is `sh`+`elf`, `prices` is `pr`+`ices` in the
+    bundled tokenizer): the fifth model copied `_`-joined word tokens but mangled such pieces
+    (`restock_shelf` -> `siock_shRep`, `shop/prices.py` -> `shop/prion.py`)."""
+    def compound() -> str:
+        return rng.choice(words) + (rng.choice(words).lower() if rng.random() < COMPOUND else "")
+
     def ident(style: str) -> str:
         parts = [rng.choice(words) for _ in range(rng.randint(1, 3))]
         if style == "camel":
             return "".join(p[:1].upper() + p[1:] for p in parts)
-        return ("_" if style == "private" else "") + "_".join(parts)
+        out = parts[0]
+        for p in parts[1:]:
+            out += ("" if rng.random() < COMPOUND else "_") + p
+        return ("_" if style == "private" else "") + out
 
     if kind == "name":
         return ident(rng.choice(("snake", "snake", "camel", "private")))
     if kind == "file":
-        return "/".join([rng.choice(words) for _ in range(rng.randint(0, 2))] + [ident("snake")]) + ".py"
-    return "/".join(rng.choice(words) for _ in range(rng.randint(1, 2)))
+        return "/".join([compound() for _ in range(rng.randint(0, 2))] + [ident("snake")]) + ".py"
+    return "/".join(compound() for _ in range(rng.randint(1, 2)))
+
+
+COMPOUND = 1 / 3  # share of word joins in vocab_thing with no separator

@@ -18,23 +18,40 @@ def test_vocab_words_are_the_alphabetic_tokens(tok):
     assert len(words) == sum(1 for t in vocab if re.fullmatch(r"[A-Za-z]{2,}", t))
 
 
+def _words_in(piece: str, words) -> int:
+    """How many words make up `piece` when it is a concatenation of them (0: it is not)."""
+    best = {0: 0}
+    for i in range(1, len(piece) + 1):
+        for w in words:
+            j = i - len(w)
+            if j in best and piece[j:i] in (w, w.lower()):
+                best[i] = max(best.get(i, 0), best[j] + 1)
+    return best.get(len(piece), 0)
+
+
 def test_vocab_thing_builds_each_kind_from_the_words():
     words = ("ptr", "pending", "gfm", "Header")
     rng = random.Random(0)
-    seen_styles = set()
-    for _ in range(200):
+    seen_styles, compounds, joins = set(), 0, 0
+    for _ in range(300):
         n = names.vocab_thing(rng, words, "name")
         snake = n.lstrip("_").split("_")
-        if all(p in words for p in snake):
+        if re.fullmatch(r"(Ptr|Pending|Gfm|Header)+", n) and not n.startswith("Header"):
+            seen_styles.add("camel")
+        elif all(_words_in(p, words) for p in snake):
             seen_styles.add("private" if n.startswith("_") else "snake" if len(snake) > 1 else "one")
+            total = sum(_words_in(p, words) for p in snake)
+            joins += total - 1
+            compounds += total - len(snake)  # words joined with no `_` between them
         else:
             assert re.fullmatch(r"(Ptr|Pending|Gfm|Header)+", n), n
             seen_styles.add("camel")
         f = names.vocab_thing(rng, words, "file")
-        assert f.endswith(".py") and all(p in words for p in re.split(r"[/_]", f[:-3])), f
+        assert f.endswith(".py") and all(_words_in(p, words) for p in re.split(r"[/_]", f[:-3])), f
         d = names.vocab_thing(rng, words, "dir")
-        assert 1 <= len(d.split("/")) <= 2 and all(p in words for p in d.split("/")), d
+        assert 1 <= len(d.split("/")) <= 2 and all(_words_in(p, words) for p in d.split("/")), d
     assert seen_styles == {"camel", "private", "snake", "one"}
+    assert 0.2 < compounds / joins < 0.5  # about a third of the joins are compounds (`shelf`)
 
 
 def test_pool_draws_vocab_names_at_the_word_share():
