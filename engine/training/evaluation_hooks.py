@@ -204,16 +204,18 @@ class _One:
         return self.name
 
 
-def word_copy(model, tok, n: int, seed: int) -> float:
+def word_copy(model, tok, n: int, seed: int, compound: bool = False) -> float:
     """Teacher-forced exact copy of names made of one vocabulary word token drawn uniformly and
     one synthetic word (`ptr_data`, `ku_pending`): the share copied whole. A copy circuit for
     every token scores high; per-token copying learnt from frequent names does not (the fourth
-    model copied 19% of 300 such names, 0% of those whose word the real-name pool lacked)."""
+    model copied 19% of 300 such names, 0% of those whose word the real-name pool lacked).
+    `compound`: the vocabulary part is two words with nothing between them (`shelf`-like pieces,
+    `ptrpending_data`), which the fifth model mangled in the card's demo."""
     rng = random.Random(seed)
     words = [w for w in names.vocab_words(tok) if w.islower() and len(w) > 2]
     ok = 0
     for _ in range(n):
-        w = rng.choice(words)
+        w = rng.choice(words) + (rng.choice(words) if compound else "")
         name = f"{names.word(rng)}_{w}" if rng.random() < 0.5 else f"{w}_{names.word(rng)}"
         pred, ids, answer = _teacher_forced(
             model, chat_example(tok, curriculum.copy_chat(rng, tok, _One(name))))
@@ -292,7 +294,8 @@ def evaluate_dir(model_dir: str, transcripts_file: str, n: int = 30, seed: int =
                model, [chat_example(tok, transcripts.render(tok, r)) for r in recs], bs, mask_id),
            "copy": copy_accuracy(model, tok, n, 99, bs, gen),
            "copy_by_position_teacher_forced": copy_positions(model, tok, max(n, 40), 11),
-           "word_copy_teacher_forced": word_copy(model, tok, 300, 1)}
+           "word_copy_teacher_forced": word_copy(model, tok, 300, 1),
+           "compound_copy_teacher_forced": word_copy(model, tok, 300, 2, compound=True)}
     for key, wt, novel in (("heldout", False, False), ("heldout_agent_prefix", True, False),
                            ("heldout_novel", False, True),
                            ("heldout_novel_agent_prefix", True, True)):

@@ -91,6 +91,8 @@ def test_copy_positions_scores_a_perfect_copier_and_a_constant_model(tok):
     # the vocabulary-word copy probe: whole names, every position right or the name fails
     assert evaluation_hooks.word_copy(Fake(True), tok, 12, 1) == 1.0
     assert evaluation_hooks.word_copy(Fake(False), tok, 12, 1) == 0.0
+    assert evaluation_hooks.word_copy(Fake(True), tok, 12, 1, compound=True) == 1.0
+    assert evaluation_hooks.word_copy(Fake(False), tok, 12, 1, compound=True) == 0.0
 
 
 def test_engine_generator_decodes_like_the_trainers_decoder(bundled_dir, tok):
