@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -84,6 +85,14 @@ def clover_env() -> dict:
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"   # the toy projects need no plugins: 3x faster pytest
     env.pop("PYTEST_ADDOPTS", None)
     return env
+
+
+def sigint_default() -> None:
+    """preexec_fn for a subprocess a test interrupts with SIGINT: the signal back to its default,
+    as in a terminal. A suite started in the background (`nohup pytest &`, a non-interactive
+    shell's `&`) inherits SIGINT ignored, Python then installs no KeyboardInterrupt handler in
+    the child, and the Ctrl-C tests would hang instead of testing anything."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def clover(*args, cwd, timeout=120):

@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from modes_helpers import BUGGY, FIXED, alive, clover, clover_env, git, tool_call, write_replay
+from modes_helpers import (BUGGY, FIXED, alive, clover, clover_env, git, sigint_default, tool_call,
+                           write_replay)
 
 pytestmark = pytest.mark.slow
 TEST = "tests/test_add.py::test_add"
@@ -103,7 +104,7 @@ def test_ctrl_c_stops_the_agents_running_command(calc_repo, tmp_path):
         tool_call("run_shell", command=f"echo $$ > {pid_file}; exec sleep 301"), "Done."])
     proc = subprocess.Popen([sys.executable, "-m", "clover_cli.cli", "fix", TEST, "--model", f"replay:{replay}",
                              "--root", str(repo)], cwd=tmp_path, env=clover_env(), text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=sigint_default)
     sleep_pid = None
     try:
         deadline = time.monotonic() + 60

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from modes_helpers import alive, clover_env, make_calc_repo, tool_call, write_replay
+from modes_helpers import alive, clover_env, make_calc_repo, sigint_default, tool_call, write_replay
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +32,8 @@ def test_ctrl_c_cancels_every_worker_and_keeps_the_output(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "clover_cli.cli", "swebench", "--instances", str(instances),
                              "--output", str(out), "--model", f"replay:{sleeper}", "--repos-dir", str(repos),
                              "--workdir", str(tmp_path / "work"), "--workers", "2"],
-                            cwd=tmp_path, env=clover_env(), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            cwd=tmp_path, env=clover_env(), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=sigint_default)
     sleeping: list[int] = []
     try:
         deadline = time.monotonic() + 90
