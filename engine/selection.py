@@ -21,7 +21,7 @@ def select(logits: torch.Tensor, masked: torch.Tensor, threshold: float, tempera
     confident masked position.
     """
     rows = torch.nonzero(masked).flatten()  # only masked rows matter: skip the softmax of the rest
-    if temperature <= 0 and rows.numel() and not logits.is_cuda:
+    if temperature <= 0 and rows.numel() and logits.device.type == "cpu":  # numpy needs CPU memory
         return _greedy_rows(logits, masked, rows, threshold, mask_token_id)
     if rows.numel() == masked.numel() or rows.numel() == 0:
         tokens, confidence, commit = select_commits(
@@ -51,7 +51,7 @@ def _greedy_rows(logits: torch.Tensor, masked: torch.Tensor, rows: torch.Tensor,
     x = logits.index_select(0, rows).float()  # [R, V], a copy we may overwrite
     if mask_token_id is not None:
         x[:, mask_token_id] = float("-inf")
-    tok = x.numpy().argmax(axis=-1)  # [R] int64; first index of the maximum, as torch's max
+    tok = x.numpy().argmax(axis=-1)  # [R] int64 (numpy takes the first index of a tie)
     top = x.amax(dim=-1, keepdim=True)  # [R, 1]
     conf = torch.exp(x.sub_(top)).sum(dim=-1).reciprocal_().numpy()  # [R]
     hit = conf > threshold

@@ -142,6 +142,9 @@ def vocab_words(tokenizer) -> tuple[str, ...]:
     return tuple(sorted(t for t in vocab if _WORD_TOKEN.fullmatch(t)))
 
 
+COMPOUND = 1 / 3  # share of word joins in vocab_thing with no separator
+
+
 def vocab_thing(rng: random.Random, words: tuple[str, ...], kind: str = "name") -> str:
     """A name of a kind whose parts are vocabulary words drawn uniformly: snake_case, CamelCase
     or _private identifiers of 1-3 words; pkg/mod.py files; 1-2 part directories.
@@ -167,6 +170,3 @@ def vocab_thing(rng: random.Random, words: tuple[str, ...], kind: str = "name") 
     if kind == "file":
         return "/".join([compound() for _ in range(rng.randint(0, 2))] + [ident("snake")]) + ".py"
     return "/".join(compound() for _ in range(rng.randint(1, 2)))
-
-
-COMPOUND = 1 / 3  # share of word joins in vocab_thing with no separator

@@ -93,6 +93,32 @@ def test_copy_positions_scores_a_perfect_copier_and_a_constant_model(tok):
     assert evaluation_hooks.word_copy(Fake(False), tok, 12, 1) == 0.0
     assert evaluation_hooks.word_copy(Fake(True), tok, 12, 1, compound=True) == 1.0
     assert evaluation_hooks.word_copy(Fake(False), tok, 12, 1, compound=True) == 0.0
+    # and the compound probe copies names whose vocabulary part is two words run together
+    from clover_cli.engine.training import names
+    words = {w for w in names.vocab_words(tok) if w.islower() and len(w) > 2}
+    asked: list[str] = []
+
+    class Spy(evaluation_hooks._One):
+        def __init__(self, name):
+            asked.append(name)
+            super().__init__(name)
+
+    def two_words(part: str) -> bool:
+        return any(part[:i] in words and part[i:] in words for i in range(3, len(part) - 2))
+
+    original = evaluation_hooks._One
+    evaluation_hooks._One = Spy
+    try:
+        evaluation_hooks.word_copy(Fake(True), tok, 20, 1, compound=True)
+        compound_names = list(asked)
+        asked.clear()
+        evaluation_hooks.word_copy(Fake(True), tok, 20, 1)
+    finally:
+        evaluation_hooks._One = original
+    assert len(compound_names) == 20 and all(
+        any(two_words(p) for p in n.split("_")) for n in compound_names), compound_names
+    assert sum(any(p in words for p in n.split("_")) for n in asked) == 20
+    assert sum(any(two_words(p) for p in n.split("_")) for n in asked) < 10
 
 
 def test_engine_generator_decodes_like_the_trainers_decoder(bundled_dir, tok):
