@@ -46,9 +46,11 @@ class BlockDecoder:
         # a hybrid fuses only when every GDN layer can split its input (recurrent_split.py)
         self.fuse = fuse_commit and (not self.recurrent or install_recurrent_split(lm.model) > 0)
         self.device = lm.device
+        self._index = torch.arange(self.B, device=self.device)  # block positions 0..B-1
         self.dtype = next(lm.model.parameters()).dtype
         self.run_forward = ForwardRunner(lm.model)
         self.cached = 0  # positions whose keys/values (and GDN state) are in the cache
+        self.prefill_seconds = 0.0  # wall time of the prompt prefill: forwards, masks, ids
         self._mask_key = None  # (start, length, cached) of the last forward's positions and mask
         self._positions = self._mask = None
         self.processing = cfg.repetition_penalty > 1.0 or cfg.progressive_ending
@@ -111,7 +113,9 @@ class BlockDecoder:
         limit = n + cfg.max_new_tokens
         cache = make_cache(self.lm.model)
         start = (n // B) * B
+        t_prefill = time.perf_counter()
         carry = self._prefill(cache, start) if start else None
+        self.prefill_seconds = time.perf_counter() - t_prefill if start else 0.0  # with masks
         generated: list[int] = []
         blocks: list[tuple[int, ...]] = []
         steps_per_block: list[int] = []
@@ -128,10 +132,13 @@ class BlockDecoder:
             decodable = torch.zeros(B, dtype=torch.bool, device=self.device)
             decodable[fixed:end] = True
             masked = decodable.clone()
+            # positions after the first committed EOS are cut from the output: they stay masked
+            # (the model's view is unchanged) but are never selected again
+            live = masked  # masked positions still worth decoding
             saved = snapshot_recurrent(cache)
             steps = 0
             eos_at = -1
-            while masked.any():
+            while live.any():
                 if self.cancel is not None and self.cancel.is_set():
                     finish = "cancelled"
                     break
@@ -144,16 +151,18 @@ class BlockDecoder:
                     recent = generated + block[fixed:end][~masked[fixed:end]].tolist()
                     logits = process_logits(logits, cfg, recent=recent, generated=len(recent),
                                             eos_ids=self.eos)
-                tokens, _, commit = select(logits, masked, cfg.threshold, cfg.temperature,
+                tokens, _, commit = select(logits, live, cfg.threshold, cfg.temperature,
                                            self.mask_id, self.generator, cfg.top_p)
                 block = torch.where(commit, tokens, block)
-                masked &= ~commit
+                masked &= ~commit  # (live is masked itself, or is recomputed below)
                 steps += 1
                 toks, still = block[fixed:end].tolist(), masked[fixed:end].tolist()
                 yield DenoiseStep(block_index, steps, tuple(toks), tuple(still), int(commit.sum()))
-                eos_at = self._eos_done(toks, still, fixed)
+                eos_at, first_eos = self._eos_done(toks, still, fixed)
                 if eos_at >= 0:
                     break
+                if first_eos >= 0:
+                    live = masked & (self._index < first_eos)
             steps_per_block.append(steps)
             if finish == "cancelled":
                 break
@@ -179,18 +188,20 @@ class BlockDecoder:
 
         yield self._result(generated, finish, steps_per_block, t0)
 
-    def _eos_done(self, toks: list[int], still: list[bool], fixed: int) -> int:
-        """Block index of the first committed EOS if every position before it is committed,
-        else -1. toks/still: the decodable part of the block and its masked flags (plain lists:
-        a 32-element scan in Python is cheaper than the tensor ops on a small model)."""
+    def _eos_done(self, toks: list[int], still: list[bool], fixed: int) -> tuple[int, int]:
+        """(done, first): block index of the first committed EOS, as `done` when every position
+        before it is committed (else done = -1), and as `first` in any case (-1: none).
+        toks/still: the decodable part of the block and its masked flags (plain lists: a
+        32-element scan in Python is cheaper than the tensor ops on a small model)."""
         if not self.eos:
-            return -1
+            return -1, -1
+        gap = False
         for i, (tok, is_masked) in enumerate(zip(toks, still)):
             if is_masked:
-                return -1  # a masked position before any committed EOS: keep decoding
-            if tok in self.eos:
-                return fixed + i
-        return -1
+                gap = True  # a masked position before any committed EOS: keep decoding
+            elif tok in self.eos:
+                return (-1 if gap else fixed + i), fixed + i
+        return -1, -1
 
     def _result(self, generated: list[int], finish: str, steps_per_block: list[int],
                 t0: float) -> GenerationResult:
@@ -207,5 +218,5 @@ class BlockDecoder:
             generated_tokens=len(ids), forwards=self.run_forward.forwards, blocks=len(steps_per_block),
             steps_per_block=tuple(steps_per_block), forward_seconds=self.run_forward.seconds,
             total_seconds=time.perf_counter() - t0, prompt_tokens=len(self.prompt),
-            prefill_seconds=self.run_forward.uncounted_seconds)
+            prefill_seconds=self.prefill_seconds)
         return GenerationResult(tuple(ids), text, finish, stats, tuple(self.prompt))

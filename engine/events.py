@@ -33,7 +33,7 @@ class GenerationStats:
     forward_seconds: float
     total_seconds: float
     prompt_tokens: int = 0
-    prefill_seconds: float = 0.0
+    prefill_seconds: float = 0.0  # wall time of the prompt prefill (no token comes of it)
 
     @property
     def tpf(self) -> float:

@@ -42,18 +42,17 @@ def _greedy_rows(logits: torch.Tensor, masked: torch.Tensor, rows: torch.Tensor,
                  mask_token_id: int | None):
     """Greedy selection on CPU with few tensor ops (the same rule as select_commits_reference).
 
-    The max softmax probability is 1 / sum(exp(x - max)). On a small model each op's cost is a
-    visible share of a few-ms step (engine overhead, `clover bench`), and this torch build's CPU
-    reductions that return indices are slow: measured on the 2-core machine, one thread, a
-    [32, 4096] float32 block: `max(dim)` 129 us, `argmax` 312 us, but `amax` 13 us and numpy's
-    `argmax` 11 us. So the values come from `amax`, the indices from numpy (same memory, no copy),
-    and the 32-element bookkeeping runs in numpy too."""
+    On a small model each op's cost is a visible share of a few-ms step (engine overhead,
+    `clover bench`), and this torch build's CPU ops differ a lot in cost: measured on the 2-core
+    machine, one thread, a [32, 4096] float32 block: `max(dim)` 129 us, `argmax` 312 us, but
+    `amax` 13 us and numpy's `argmax` 11 us; `exp` 92 us but a whole `softmax` 61 us. So the
+    indices come from numpy, the confidence is the row max of `softmax` (the reference's own
+    values), and the 32-element bookkeeping runs in numpy too."""
     x = logits.index_select(0, rows).float()  # [R, V], a copy we may overwrite
     if mask_token_id is not None:
         x[:, mask_token_id] = float("-inf")
     tok = x.numpy().argmax(axis=-1)  # [R] int64 (numpy takes the first index of a tie)
-    top = x.amax(dim=-1, keepdim=True)  # [R, 1]
-    conf = torch.exp(x.sub_(top)).sum(dim=-1).reciprocal_().numpy()  # [R]
+    conf = torch.softmax(x, dim=-1).amax(dim=-1).numpy()  # [R] max probability
     hit = conf > threshold
     if not hit.any():
         hit[int(conf.argmax())] = True  # first most confident masked position

@@ -38,7 +38,11 @@ def oracle_decode(lm, prompt: list[int], max_new: int, threshold: float, block_s
             if lm.family.shifted_logits:  # row i-1 predicts token i
                 logits = torch.cat([logits[:1], logits[:-1]])
             logits = logits[start:start + B]
-            tokens, _, commit = select_reference(logits, masked, threshold, 0.0, mask_id)
+            live = masked.clone()  # never select positions after the first committed EOS
+            cut = [j for j in range(fixed, end) if not masked[j] and block[j] in eos]
+            if cut:
+                live[cut[0]:] = False
+            tokens, _, commit = select_reference(logits, live, threshold, 0.0, mask_id)
             for j in torch.nonzero(commit).flatten().tolist():
                 block[j] = int(tokens[j])
             masked &= ~commit

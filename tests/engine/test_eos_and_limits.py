@@ -153,3 +153,46 @@ def test_progressive_ending_prefers_eos_near_the_budget(scripted):
     assert plain.finish_reason == "length"
     ended = Engine(s.make(rows)).generate([s.a] * 8, GenerationConfig(max_new_tokens=32, progressive_ending=True))
     assert ended.finish_reason == "eos" and 24 < len(ended.token_ids) <= 32
+
+
+def test_positions_after_a_committed_eos_are_never_decoded(scripted):
+    """EOS committed at 10 while 8 and 9 are masked: positions 11-15 are cut from the output, so
+    no step spends its commit on them — the fallback picks 8 or 9, even though 11-15 are more
+    confident than both."""
+    s = scripted
+    prompt = [s.a] * 8  # the decode block is 8-15
+    rows = {8: _row(s.vocab, s.a, 0.5), 9: _row(s.vocab, s.a, 0.4), 10: _row(s.vocab, s.eos, 0.99)}
+    rows.update({p: _row(s.vocab, s.a, 0.9) for p in range(11, 16)})
+    events = list(Engine(s.make(rows)).stream(prompt, GenerationConfig(max_new_tokens=50)))
+    steps = [e for e in events if isinstance(e, DenoiseStep)]
+    result = events[-1]
+    assert [st.committed_now for st in steps] == [1, 1, 1]  # EOS, then 8, then 9
+    assert steps[1].masked[:3] == (False, True, False)
+    assert steps[-1].masked[3:] == (True,) * 5  # never decoded, and reported as masked
+    assert list(result.token_ids) == [s.a, s.a, s.eos] and result.finish_reason == "eos"
+    assert result.stats.forwards == 3
+
+
+class _SlowPrefill(ScriptedModel):
+    """A scripted model whose prefill forwards (more than one block of input) take 50 ms."""
+
+    def forward(self, input_ids, *args, **kwargs):
+        if input_ids.shape[1] > 8:
+            import time
+
+            time.sleep(0.05)
+        return super().forward(input_ids, *args, **kwargs)
+
+
+def test_prefill_time_is_reported_apart_from_decoding(scripted):
+    """stats.prefill_seconds is the wall time of the prompt prefill (what `clover bench` leaves
+    out of decode speed and overhead); a prompt inside one block has none."""
+    s = scripted
+    rows = {p: _row(s.vocab, s.a, 0.99) for p in range(64)}
+    lm = s.make(rows)
+    lm.model = _SlowPrefill(s.vocab, rows)
+    long = Engine(lm).generate([s.a] * 20, GenerationConfig(max_new_tokens=4))  # prefill 0-15
+    assert long.stats.prefill_seconds >= 0.05
+    assert long.stats.total_seconds - long.stats.prefill_seconds < 0.05
+    short = Engine(lm).generate([s.a] * 5, GenerationConfig(max_new_tokens=3))
+    assert short.stats.prefill_seconds == 0.0
