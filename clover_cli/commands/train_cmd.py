@@ -50,6 +50,9 @@ def _mix(text: str) -> dict:
               help="Share of names in copy and call data built from the tokenizer's own word "
                    "tokens, drawn uniformly (so every token gets copy practice); with "
                    "--real-names at most 1, the rest synthetic.")
+@click.option("--eos-fill/--no-eos-fill", "eos_fill", default=True, show_default=True,
+              help="Train the rest of an answer's last block as EOS (what decoding must fill "
+                   "after the answer ends).")
 @click.option("--eval-every", default=200, show_default=True)
 @click.option("--save-every", default=200, show_default=True)
 @click.option("--log-every", default=10, show_default=True)
@@ -66,7 +69,7 @@ def _mix(text: str) -> dict:
               help="Export a checkpoint (run dir or model dir) to DEST in bf16, keeping DEST's README.md.")
 def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_size, grad_accum,
           lr, warmup, seed, dtype, device, mix, transcripts_file, ar_fraction, real_names,
-          vocab_names,
+          vocab_names, eos_fill,
           eval_every, save_every, log_every, max_minutes, threads, attn, no_eval, make_transcripts, tests_share, export):
     """Train the block-diffusion model (SDAR/BD3-LM objective); resumes from OUT if present."""
     if export:
@@ -107,7 +110,7 @@ def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_
                           log_every=log_every, eval_every=eval_every, save_every=save_every,
                           max_minutes=max_minutes, threads=threads, attn=attn,
                           transcripts_file=transcripts_file, real_names=real_names,
-                          vocab_names=vocab_names)
+                          vocab_names=vocab_names, eos_fill=eos_fill)
         trainer = Trainer(cfg, echo=lambda s: click.echo(s))
     except ValueError as e:
         raise click.ClickException(str(e)) from None

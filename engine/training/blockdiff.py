@@ -10,6 +10,13 @@ model sees the concatenation [noisy ; clean] (length 2N) under ONE 4-D additive 
 
 Position ids of the noisy copy equal the clean positions. Our convention: position i predicts
 token i (no shift), so the loss is taken on the masked positions of the noisy half only.
+
+EOS fill (`fill_id`): at inference the positions after an answer's <|im_end|> in its last block
+are masked and must be decoded too, so in the noisy half the rest of the block after an
+assistant turn's closing EOS is EOS, maskable and scored, while the clean half keeps the real
+tokens that later blocks read. This is the SFT practice of LLaDA (Nie et al. 2025) and SDAR of
+padding a response with EOS; without it those positions showed the next turn's real tokens,
+unmasked, so the model never learned where an answer ends inside a block.
 """
 from __future__ import annotations
 
@@ -79,23 +86,48 @@ def noise_blocks(ids: torch.Tensor, block_size: int, mask_id: int, generator: to
     return noisy, masked
 
 
+def eos_fill(ids: torch.Tensor, loss_ok: torch.Tensor, block_size: int, eos_id: int
+             ) -> torch.Tensor:
+    """Positions after an assistant turn's closing EOS, up to the end of that EOS's block: [B, N].
+
+    A closing EOS is a scored position (loss_ok) holding `eos_id` whose next position is not
+    scored (the turn ended). ids, loss_ok: [B, N]."""
+    bsz, n = ids.shape
+    nxt = torch.zeros_like(loss_ok)
+    nxt[:, :-1] = loss_ok[:, 1:]
+    end = loss_ok & (ids == eos_id) & ~nxt  # [B, N]
+    nb = (n + block_size - 1) // block_size
+    padded = torch.nn.functional.pad(end.long(), (0, nb * block_size - n))
+    seen = padded.view(bsz, nb, block_size).cumsum(-1).view(bsz, -1)[:, :n]  # ends so far in block
+    return (seen - end.long()) > 0  # strictly after an end, same block
+
+
 def bd_forward_loss(model, ids: torch.Tensor, block_size: int, mask_id: int,
                     generator: torch.Generator, loss_ok: torch.Tensor | None = None,
                     pad: torch.Tensor | None = None, full_mask: bool = False,
-                    ) -> tuple[torch.Tensor, int]:
+                    fill_id: int | None = None) -> tuple[torch.Tensor, int]:
     """One block-diffusion forward on ids [B, N]; returns (mean CE over masked positions, count).
 
     full_mask=True masks every maskable position (ratio 1): with block_size=1 this is the
-    auxiliary AR loss in our i-predicts-i convention (a mask at i, clean tokens < i visible)."""
+    auxiliary AR loss in our i-predicts-i convention (a mask at i, clean tokens < i visible).
+    fill_id: the EOS id for EOS fill (module docstring); None trains without it."""
     bsz, n = ids.shape
+    targets = ids  # what the noisy half reconstructs
+    noisy_pad = pad
+    if fill_id is not None and loss_ok is not None and block_size > 1:
+        after = eos_fill(ids, loss_ok, block_size, fill_id)  # [B, N]
+        if bool(after.any()):
+            targets = torch.where(after, torch.full_like(ids, fill_id), ids)
+            loss_ok = loss_ok | after
+            noisy_pad = None if pad is None else pad & ~after
     if full_mask:
         masked = torch.ones_like(ids, dtype=torch.bool) if loss_ok is None else loss_ok.clone()
-        noisy = torch.where(masked, torch.full_like(ids, mask_id), ids)
+        noisy = torch.where(masked, torch.full_like(ids, mask_id), targets)
     else:
-        noisy, masked = noise_blocks(ids, block_size, mask_id, generator, loss_ok)
+        noisy, masked = noise_blocks(targets, block_size, mask_id, generator, loss_ok)
     dtype = next(model.parameters()).dtype
     allowed = bd_allowed(n, block_size, ids.device)  # [2N, 2N]
-    pad2 = None if pad is None else torch.cat([pad, pad], dim=1)  # [B, 2N]
+    pad2 = None if pad is None else torch.cat([noisy_pad, pad], dim=1)  # [B, 2N]
     mask4 = additive_mask(allowed, dtype, pad2)  # [B|1, 1, 2N, 2N]
     if mask4.shape[0] != bsz:
         mask4 = mask4.expand(bsz, -1, -1, -1)
@@ -120,5 +152,5 @@ def bd_forward_loss(model, ids: torch.Tensor, block_size: int, mask_id: int,
         logits = out.logits[:, :n][masked]  # [count, V]
     logits = logits.float()
     logits[..., mask_id] = torch.finfo(logits.dtype).min  # the mask is never a prediction
-    loss = torch.nn.functional.cross_entropy(logits, ids[masked])
+    loss = torch.nn.functional.cross_entropy(logits, targets[masked])
     return loss, count

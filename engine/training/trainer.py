@@ -54,6 +54,7 @@ class TrainConfig:
     code_root: str | None = None  # train on the .py files under this dir (default: the machine's)
     real_names: float = 0.5  # share of copy/call names drawn from real packages (names.harvest)
     vocab_names: float = 0.25  # share built from the tokenizer's word tokens (names.vocab_thing)
+    eos_fill: bool = True  # score the rest of an answer's last block as EOS (blockdiff.eos_fill)
 
     def __post_init__(self) -> None:
         if self.seq_len % self.block_size:
@@ -230,6 +231,7 @@ class Trainer:
         self.model = _model(cfg, self.out, self.tok)
         self.mask_id = int(self.model.config.mask_token_id)
         self.pad_id = self.tok.convert_tokens_to_ids("<|pad|>")
+        self.eos_id = self.tok.convert_tokens_to_ids("<|im_end|>")
         decay = [p for n, p in self.model.named_parameters() if p.dim() >= 2]
         other = [p for n, p in self.model.named_parameters() if p.dim() < 2]
         self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
@@ -288,7 +290,7 @@ class Trainer:
         ar = self.rng.random() < cfg.ar_fraction
         loss, count = blockdiff.bd_forward_loss(
             self.model, ids, 1 if ar else cfg.block_size, self.mask_id, self.gen, loss_ok=ok,
-            pad=pad, full_mask=ar)
+            pad=pad, full_mask=ar, fill_id=self.eos_id if cfg.eos_fill else None)
         (loss / cfg.grad_accum).backward()
         return float(loss.detach()), "ar" if ar else "bd", ids.numel()
 

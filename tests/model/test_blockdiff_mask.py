@@ -110,3 +110,60 @@ class _NoHead(__import__("torch").nn.Module):
 
     def forward(self, **kw):
         return self.inner(**kw)
+
+
+def test_eos_fill_marks_the_rest_of_the_answer_block():
+    """After an assistant turn's closing EOS (scored, next position unscored), the rest of its
+    block is filled; a user turn's EOS (unscored) and the next block are not."""
+    eos = 2
+    ids = torch.full((1, 16), 50)
+    ok = torch.zeros(1, 16, dtype=torch.bool)
+    ids[0, 1] = eos  # a user turn's EOS: not scored
+    ok[0, 2:6] = True  # an answer ending at 5 with EOS
+    ids[0, 5] = eos
+    ok[0, 9:11] = True  # an answer crossing into block 2 (ends at 10)
+    ids[0, 10] = eos
+    after = blockdiff.eos_fill(ids, ok, 8, eos)
+    assert after[0].nonzero().flatten().tolist() == [6, 7, 11, 12, 13, 14, 15]
+    assert not blockdiff.eos_fill(ids, ok, 1, eos).any()  # AR layout: nothing after in-block
+
+
+class _Recorder(__import__("torch").nn.Module):
+    """Records what the trainer's forward is given (full-logits path)."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+        self.seen = {}
+
+    def forward(self, **kw):
+        self.seen = kw
+        return self.inner(**kw)
+
+
+def test_eos_fill_noisy_half_reconstructs_eos_and_clean_half_keeps_tokens(micro_model):
+    eos, mask = 2, 3
+    n = 64
+    ids = torch.randint(20, 300, (1, n))
+    ok = torch.zeros(1, n, dtype=torch.bool)
+    ok[0, 36:41] = True  # an answer 36..40, EOS at 40; 41..63 is the next turn, then padding
+    ids[0, 40] = eos
+    pad = torch.zeros(1, n, dtype=torch.bool)
+    pad[0, 56:] = True
+    ids[0, 56:] = 1
+    rec = _Recorder(micro_model)
+    loss, count = blockdiff.bd_forward_loss(rec, ids, 32, mask, torch.Generator().manual_seed(3),
+                                            loss_ok=ok, pad=pad, fill_id=eos)
+    inp = rec.seen["input_ids"][0]
+    noisy, clean = inp[:n], inp[n:]
+    assert torch.equal(clean, ids[0])  # later blocks read the real tokens
+    assert set(noisy[41:].tolist()) <= {eos, mask}  # the filled tail: EOS, or masked to predict
+    assert (noisy[:36] == ids[0, :36]).all()  # the prompt stays as it was
+    m4 = rec.seen["attention_mask"][0, 0]
+    neg = torch.finfo(m4.dtype).min
+    assert (m4[41, 56:64] == 0).all()  # filled pad positions are real keys in the noisy half
+    assert (m4[n + 60, n + 56:] == neg).all()  # ... and still padding in the clean half
+    masked_in_fill = int((noisy[41:] == mask).sum())
+    _, plain = blockdiff.bd_forward_loss(rec, ids, 32, mask, torch.Generator().manual_seed(3),
+                                         loss_ok=ok, pad=pad)
+    assert count > plain and masked_in_fill > 0  # the fill is scored
