@@ -213,3 +213,27 @@ def test_answer_grounding_needs_every_fact_of_the_reference(tok):
     assert "apply_discount is defined in" not in seen[0]  # the reference answer is not
     for wrong in ("It is in shop/prices.py.", "It is in shop/other.py at line 3."):
         assert answer_grounding(M, tok, recs, 32, generate=fake(wrong))["answer_grounded"] == 0.0
+
+
+def test_bench_novel_phrasings_stay_out_of_training():
+    """`clover bench` asks three requests in phrasings no training template (or wrapped template)
+    uses; widening the templates must not teach them."""
+    import json
+    from pathlib import Path
+
+    from clover_cli import prompts
+    from clover_cli.engine.training import transcripts
+
+    reqs = transcripts.requests()
+    wrap = reqs["wrap"]
+    trained = {(pre + t + post).lower()
+               for kind in ("show", "define", "uses", "list", "tests")
+               for t in reqs[kind]["phrases"] + reqs[kind].get("more_phrases", [])
+               for pre in [""] + wrap["prefix"] for post in [""] + wrap["suffix"]}
+    bench = json.loads((Path(prompts.__file__).parent / "bench_prompts.json").read_text())
+    templates = {c["request"].replace(c["arg"], "{X}") for c in bench["agent"]}
+    novel = {"Where is the class {X} defined?", "which files are in the folder {X}?",
+             "what is in the directory {X}?"}
+    assert novel <= templates
+    for t in novel:
+        assert t.lower() not in trained, t
