@@ -22,8 +22,9 @@ from .kernel_hooks import denoise_step
 from .events import BlockCommitted, DenoiseStep, GenerationResult, GenerationStats
 from .processors import process_logits, repeated_block
 from .recurrent_split import install_recurrent_split, split_recurrent
-from .runtime import (ForwardRunner, TextStreamer, block_causal_mask, crop_attention, find_stop,
-                      hidden_token_ids, make_cache, restore_recurrent, snapshot_recurrent)
+from .runtime import (DecodeMasks, ForwardRunner, TextStreamer, attention_layer_indices,
+                      block_causal_mask, crop_attention, find_stop, hidden_token_ids, make_cache,
+                      restore_recurrent, snapshot_recurrent)
 from .selection import select
 
 PREFILL_CHUNK_TOKENS = 1024  # a long prompt never needs one giant attention matrix
@@ -53,6 +54,8 @@ class BlockDecoder:
         self.prefill_seconds = 0.0  # wall time of the prompt prefill: forwards, masks, ids
         self._mask_key = None  # (start, length, cached) of the last forward's positions and mask
         self._positions = self._mask = None
+        self._masks: DecodeMasks | None = None  # decode masks as views (set up by run())
+        self._attn: tuple[int, list[int]] | None = None  # (layer count, attention layer indices)
         self.processing = cfg.repetition_penalty > 1.0 or cfg.progressive_ending
         self.streamer = TextStreamer(lm.tokenizer, hidden_token_ids(lm.tokenizer, self.eos, self.mask_id))
         self.generator = None
@@ -67,7 +70,10 @@ class BlockDecoder:
         if self._mask_key != key:  # every denoise step of a block runs the same shapes: reuse them
             positions = torch.arange(start, start + tokens.numel(), device=self.device)
             self._mask_key, self._positions = key, positions
-            self._mask = block_causal_mask(positions, self.cached + tokens.numel(), self.B, self.dtype)
+            kv_len = self.cached + tokens.numel()
+            view = self._masks.get(start, tokens.numel(), kv_len) if self._masks else None
+            self._mask = view if view is not None else block_causal_mask(positions, kv_len, self.B,
+                                                                         self.dtype)
         return self.run_forward(tokens, self._positions, cache, self._mask, logits_to_keep=keep,
                                 count=count)
 
@@ -87,7 +93,7 @@ class BlockDecoder:
         """A denoise step reads the cache and leaves it unchanged (KV cropped, GDN restored)."""
         with denoise_step(block.numel()):
             logits = self._forward(block, start, cache)
-        crop_attention(cache, block.numel())
+        self._crop(cache, block.numel())
         restore_recurrent(cache, saved)
         return logits
 
@@ -101,9 +107,16 @@ class BlockDecoder:
         masks = torch.full((self.B,), self.mask_id, device=self.device, dtype=block.dtype)
         with split_recurrent(self.B if self.recurrent else 0):
             logits = self._forward(torch.cat([block, masks]), start, cache)
-        crop_attention(cache, self.B)  # the next block's keys/values are not committed
+        self._crop(cache, self.B)  # the next block's keys/values are not committed
         self.cached += self.B
         return logits[self.B - 1], logits[self.B:]
+
+    def _crop(self, cache, tokens: int) -> None:
+        """crop_attention with the attention layers' indices found once per cache layout."""
+        count = len(getattr(cache, "layers", []))
+        if self._attn is None or self._attn[0] != count:
+            self._attn = (count, attention_layer_indices(cache))
+        crop_attention(cache, tokens, self._attn[1])
 
     # -- the loop -------------------------------------------------------------------------
     def run(self) -> Iterator:
@@ -112,7 +125,9 @@ class BlockDecoder:
         n = len(self.prompt)
         limit = n + cfg.max_new_tokens
         cache = make_cache(self.lm.model)
+        recurrent_cache = snapshot_recurrent(cache) is not None  # (lazily added layers never are)
         start = (n // B) * B
+        self._masks = DecodeMasks(B, limit + 2 * B, self.dtype, self.device)
         t_prefill = time.perf_counter()
         carry = self._prefill(cache, start) if start else None
         self.prefill_seconds = time.perf_counter() - t_prefill if start else 0.0  # with masks
@@ -135,7 +150,7 @@ class BlockDecoder:
             # positions after the first committed EOS are cut from the output: they stay masked
             # (the model's view is unchanged) but are never selected again
             live = masked  # masked positions still worth decoding
-            saved = snapshot_recurrent(cache)
+            saved = snapshot_recurrent(cache) if recurrent_cache else None
             steps = 0
             eos_at = -1
             while live.any():

@@ -24,22 +24,57 @@ def block_causal_mask(q_positions: torch.Tensor, kv_len: int, block_size: int,
     return mask[None, None]
 
 
+class DecodeMasks:
+    """Block-causal masks of decode forwards as views of one buffer per query count.
+
+    A decode forward's T queries start right after the cache, at a block boundary, so its mask
+    [1, 1, T, cached + T] is zeros over the cached keys (every earlier block is visible) and a
+    fixed T x T block-causal tail. With the tail at the right end of a zero buffer as wide as the
+    generation can grow, each mask is a view of the buffer's last cached + T columns: no
+    allocation per forward (AR mode builds one per token). Equal to block_causal_mask (tested)."""
+
+    def __init__(self, block_size: int, capacity: int, dtype: torch.dtype, device: Any):
+        self.B, self.capacity, self.dtype, self.device = block_size, capacity, dtype, device
+        self.buffers: dict[int, torch.Tensor] = {}
+
+    def get(self, start: int, tokens: int, kv_len: int) -> torch.Tensor | None:
+        """The mask of `tokens` queries at start.. over kv_len keys; None when this forward is
+        not of that shape (the caller builds it with block_causal_mask)."""
+        if start % self.B or kv_len != start + tokens or kv_len > self.capacity:
+            return None
+        buf = self.buffers.get(tokens)
+        if buf is None:
+            buf = torch.zeros((1, 1, tokens, self.capacity), dtype=self.dtype, device=self.device)
+            tail = torch.arange(tokens, device=self.device)
+            buf[..., self.capacity - tokens:] = block_causal_mask(tail, tokens, self.B, self.dtype)
+            self.buffers[tokens] = buf
+        return buf[..., self.capacity - kv_len:]
+
+
 def make_cache(model: Any):
     from transformers import DynamicCache
 
     return DynamicCache(config=model.config)
 
 
-def crop_attention(cache: Any, tokens: int) -> None:
+def attention_layer_indices(cache: Any) -> list[int]:
+    """Indices of the cache layers that hold keys/values (what crop_attention trims)."""
+    return [i for i, layer in enumerate(getattr(cache, "layers", []))
+            if not (_is_recurrent(layer) and not hasattr(layer, "keys"))]
+
+
+def crop_attention(cache: Any, tokens: int, indices: list[int] | None = None) -> None:
     """Drop the last `tokens` keys/values of every attention layer; recurrent layers are untouched
-    (their state is put back by restore_recurrent instead)."""
+    (their state is put back by restore_recurrent instead). indices: attention_layer_indices of
+    this cache, when the caller keeps them (a per-step saving on small models)."""
     if tokens <= 0:
         return
-    for layer in getattr(cache, "layers", []):
-        if _is_recurrent(layer) and not hasattr(layer, "keys"):
-            continue
-        if getattr(layer, "is_initialized", True) and getattr(layer, "keys", None) is not None:
-            layer.keys = layer.keys[..., :-tokens, :]
+    layers = getattr(cache, "layers", [])
+    for i in (attention_layer_indices(cache) if indices is None else indices):
+        layer = layers[i]
+        keys = getattr(layer, "keys", None)
+        if keys is not None and getattr(layer, "is_initialized", True):
+            layer.keys = keys[..., :-tokens, :]
             layer.values = layer.values[..., :-tokens, :]
 
 

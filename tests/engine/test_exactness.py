@@ -109,3 +109,24 @@ def test_every_forward_gets_the_mask_of_its_own_positions(models, monkeypatch):
         assert torch.equal(mask, expected)
     reused = sum(a[2] is b[2] for a, b in zip(seen, seen[1:]))
     assert reused >= len(seen) - 2 * result.stats.blocks  # only a commit or prefill builds a new one
+
+
+@pytest.mark.parametrize("block", [1, 4, 32])
+def test_decode_mask_views_equal_the_block_causal_mask(block):
+    """DecodeMasks hands out views of one buffer; each equals block_causal_mask for the same
+    positions, and shapes it does not cover (unaligned start, keys not ending at the queries)
+    are left to block_causal_mask."""
+    import torch
+
+    from clover_cli.engine.runtime import DecodeMasks, block_causal_mask
+
+    masks = DecodeMasks(block, 300, torch.float32, "cpu")
+    for tokens in sorted({1, 2, block, 2 * block}):
+        for start in range(0, 200, block):
+            view = masks.get(start, tokens, start + tokens)
+            positions = torch.arange(start, start + tokens)
+            assert torch.equal(view, block_causal_mask(positions, start + tokens, block, torch.float32))
+    if block > 1:
+        assert masks.get(3, 2, 5) is None  # not at a block boundary
+    assert masks.get(0, 2, 7) is None  # keys beyond the queries
+    assert masks.get(296, 8, 304) is None  # past the capacity
