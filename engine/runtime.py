@@ -25,7 +25,8 @@ def block_causal_mask(q_positions: torch.Tensor, kv_len: int, block_size: int,
 
 
 class DecodeMasks:
-    """Block-causal masks of decode forwards as views of one buffer per query count.
+    """Block-causal masks of decode forwards (a block, or a block and the next: at most 2 x block
+    size queries) as views of one buffer per query count.
 
     A decode forward's T queries start right after the cache, at a block boundary, so its mask
     [1, 1, T, cached + T] is zeros over the cached keys (every earlier block is visible) and a
@@ -40,7 +41,8 @@ class DecodeMasks:
     def get(self, start: int, tokens: int, kv_len: int) -> torch.Tensor | None:
         """The mask of `tokens` queries at start.. over kv_len keys; None when this forward is
         not of that shape (the caller builds it with block_causal_mask)."""
-        if start % self.B or kv_len != start + tokens or kv_len > self.capacity:
+        if (start % self.B or kv_len != start + tokens or kv_len > self.capacity
+                or tokens > 2 * self.B):  # prefill chunks: transient masks, no kept buffer
             return None
         buf = self.buffers.get(tokens)
         if buf is None:

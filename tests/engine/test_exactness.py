@@ -129,4 +129,6 @@ def test_decode_mask_views_equal_the_block_causal_mask(block):
     if block > 1:
         assert masks.get(3, 2, 5) is None  # not at a block boundary
     assert masks.get(0, 2, 7) is None  # keys beyond the queries
-    assert masks.get(296, 8, 304) is None  # past the capacity
+    last = (300 // block) * block
+    assert masks.get(last, 2 * block, last + 2 * block) is None  # past the capacity
+    assert masks.get(0, 3 * block, 3 * block) is None  # a prefill chunk keeps no buffer
