@@ -23,8 +23,8 @@ from .events import BlockCommitted, DenoiseStep, GenerationResult, GenerationSta
 from .processors import process_logits, repeated_block
 from .recurrent_split import install_recurrent_split, split_recurrent
 from .runtime import (DecodeMasks, ForwardRunner, TextStreamer, attention_layer_indices,
-                      block_causal_mask, crop_attention, find_stop, hidden_token_ids, make_cache,
-                      restore_recurrent, snapshot_recurrent)
+                      block_causal_mask, crop_attention, find_stop, has_recurrent, hidden_token_ids,
+                      make_cache, restore_recurrent, snapshot_recurrent)
 from .selection import select
 
 PREFILL_CHUNK_TOKENS = 1024  # a long prompt never needs one giant attention matrix
@@ -125,7 +125,7 @@ class BlockDecoder:
         n = len(self.prompt)
         limit = n + cfg.max_new_tokens
         cache = make_cache(self.lm.model)
-        recurrent_cache = snapshot_recurrent(cache) is not None  # (lazily added layers never are)
+        recurrent_cache = has_recurrent(cache)  # (layers a cache adds lazily never are)
         start = (n // B) * B
         self._masks = DecodeMasks(B, limit + 2 * B, self.dtype, self.device)
         t_prefill = time.perf_counter()

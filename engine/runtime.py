@@ -87,6 +87,11 @@ def snapshot_recurrent(cache: Any) -> dict[int, Any] | None:
     return saved or None
 
 
+def has_recurrent(cache: Any) -> bool:
+    """Does the cache hold recurrent (linear-attention / GDN) layers?"""
+    return any(_is_recurrent(layer) for layer in getattr(cache, "layers", []))
+
+
 def restore_recurrent(cache: Any, saved: dict[int, Any] | None) -> None:
     """Put back recurrent layers saved by snapshot_recurrent (attention KV is cropped instead)."""
     if not saved:

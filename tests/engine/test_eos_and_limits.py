@@ -185,14 +185,20 @@ class _SlowPrefill(ScriptedModel):
 
 
 def test_prefill_time_is_reported_apart_from_decoding(scripted):
-    """stats.prefill_seconds is the wall time of the prompt prefill (what `clover bench` leaves
-    out of decode speed and overhead); a prompt inside one block has none."""
+    """stats.prefill_seconds is the wall time of the whole prompt prefill — its forwards and the
+    ids and masks built for them — which `clover bench` leaves out of decode speed and overhead;
+    a prompt inside one block has none."""
+    from clover_cli.engine.block_decode import BlockDecoder
+
     s = scripted
-    rows = {p: _row(s.vocab, s.a, 0.99) for p in range(64)}
+    rows = {p: _row(s.vocab, s.a, 0.99) for p in range(2100)}
     lm = s.make(rows)
     lm.model = _SlowPrefill(s.vocab, rows)
-    long = Engine(lm).generate([s.a] * 20, GenerationConfig(max_new_tokens=4))  # prefill 0-15
-    assert long.stats.prefill_seconds >= 0.05
-    assert long.stats.total_seconds - long.stats.prefill_seconds < 0.05
+    dec = BlockDecoder(lm, [s.a] * 2060, GenerationConfig(max_new_tokens=4))  # 3 prefill chunks
+    result = list(dec.run())[-1]
+    forwards_only = dec.run_forward.uncounted_seconds
+    assert forwards_only >= 0.1  # two slow prefill forwards (1,024 tokens each), then 8
+    assert result.stats.prefill_seconds > forwards_only  # the chunks' masks count as prefill
+    assert result.stats.total_seconds - result.stats.prefill_seconds < 0.05
     short = Engine(lm).generate([s.a] * 5, GenerationConfig(max_new_tokens=3))
     assert short.stats.prefill_seconds == 0.0
