@@ -22,6 +22,8 @@ def bd_generate(model, prompt: list[int], mask_id: int, eos_ids: tuple[int, ...]
                 ) -> tuple[list[int], int]:
     """Greedy block-diffusion decoding (absolute block alignment, i predicts i).
 
+    Positions after the first committed EOS of a block are never decoded (the engine's rule:
+    they are cut from the output), so a block ends once everything before its EOS is committed.
     Returns (generated ids cut after the first EOS, number of forwards)."""
     device = next(model.parameters()).device
     dtype = next(model.parameters()).dtype
@@ -35,8 +37,9 @@ def bd_generate(model, prompt: list[int], mask_id: int, eos_ids: tuple[int, ...]
         ids = torch.tensor([seq], device=device)  # [1, L]
         mask4 = additive_mask(block_causal(len(seq), block_size, device), dtype)
         while True:
-            masked = [i for i in range(blk_end - block_size, blk_end) if i >= 0 and seq[i] == mask_id
-                      and i >= start]
+            lo = max(start, blk_end - block_size)
+            eos_at = next((i for i in range(lo, blk_end) if seq[i] in eos_ids), blk_end)
+            masked = [i for i in range(lo, eos_at) if seq[i] == mask_id]
             if not masked:
                 break
             logits = model(input_ids=ids, attention_mask=mask4, use_cache=False).logits[0].float()

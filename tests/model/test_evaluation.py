@@ -237,3 +237,36 @@ def test_bench_novel_phrasings_stay_out_of_training():
     assert novel <= templates
     for t in novel:
         assert t.lower() not in trained, t
+
+
+def test_trainers_decoder_never_decodes_after_a_committed_eos():
+    """bd_generate follows the engine's rule: once a block's EOS is committed, the positions
+    after it are never selected, and the block ends when everything before the EOS is committed.
+    The scripted model is sure of an EOS at the second position, unsure of the first, and more
+    sure of every position after the EOS than of the first (the old rule picked those first)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from clover_cli.engine.training.evaluate import bd_generate
+
+    V, MASK, EOS, TOK = 16, 3, 2, 7
+    prompt = [5] * 10  # the block is positions 0-31; generation starts at 10
+
+    class Scripted(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(1))
+
+        def forward(self, input_ids, attention_mask=None, use_cache=False):
+            L = input_ids.shape[1]
+            logits = torch.zeros(1, L, V)
+            logits[0, :, TOK] = 3.0   # after the EOS: conf ~0.58
+            logits[0, 10, TOK] = 2.0  # the first position: conf ~0.35, the least sure
+            logits[0, 11, :] = 0.0
+            logits[0, 11, EOS] = 20.0  # committed at the first step
+            return SimpleNamespace(logits=logits)
+
+    out, forwards = bd_generate(Scripted(), prompt, MASK, (EOS,), block_size=32, max_new=22)
+    assert out == [TOK, EOS]
+    assert forwards == 2  # EOS at step 1, the first position at step 2; nothing after the EOS
