@@ -22,14 +22,16 @@ LOG2E = 1.4426950408889634
 
 
 @triton.jit
-def _attend_tile(acc, m_i, l_i, q, k_ptrs, v_ptrs, n_ok, allowed, qk_scale,
+def _attend_tile(acc, m_i, l_i, q, k_ptrs, v_ptrs, kv_ok, allowed, qk_scale,
                  DOT_PREC: tl.constexpr):
     """Fold one tile of keys/values into the running (acc, max, sum) of the online softmax.
 
-    n_ok [BLOCK_N]: keys that exist; allowed [BLOCK_M, BLOCK_N]: pairs that may attend.
+    kv_ok [BLOCK_N, BLOCK_D]: elements that exist (key index and head dim: with D below BLOCK_D
+    an unmasked load reads the next row or past the tensor, and 0 * NaN poisons the scores);
+    allowed [BLOCK_M, BLOCK_N]: pairs that may attend.
     """
-    k = tl.load(k_ptrs, mask=n_ok[:, None], other=0.0)  # [BLOCK_N, BLOCK_D]
-    v = tl.load(v_ptrs, mask=n_ok[:, None], other=0.0)
+    k = tl.load(k_ptrs, mask=kv_ok, other=0.0)  # [BLOCK_N, BLOCK_D]
+    v = tl.load(v_ptrs, mask=kv_ok, other=0.0)
     s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC) * qk_scale  # [BLOCK_M, BLOCK_N], log2
     s = tl.where(allowed, s, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(s, 1))
@@ -75,7 +77,8 @@ def _block_attention_kernel(q_ptr, kc_ptr, vc_ptr, kb_ptr, vb_ptr, o_ptr, ws_ptr
         acc, m_i, l_i = _attend_tile(acc, m_i, l_i, q,
                                      kc_base + n[:, None] * skc_p + dims[None, :],
                                      vc_base + n[:, None] * svc_p + dims[None, :],
-                                     n_ok, n_ok[None, :], qk_scale, DOT_PREC)
+                                     n_ok[:, None] & d_ok[None, :], n_ok[None, :], qk_scale,
+                                     DOT_PREC)
     kb_base = kb_ptr + b * skb_b + hk * skb_h
     vb_base = vb_ptr + b * svb_b + hk * svb_h
     block_len = tl.where(split == 0, L, 0)  # the first split also reads the block itself
@@ -86,7 +89,7 @@ def _block_attention_kernel(q_ptr, kc_ptr, vc_ptr, kb_ptr, vb_ptr, o_ptr, ws_ptr
         acc, m_i, l_i = _attend_tile(acc, m_i, l_i, q,
                                      kb_base + n[:, None] * skb_l + dims[None, :],
                                      vb_base + n[:, None] * svb_l + dims[None, :],
-                                     n_ok, allowed, qk_scale, DOT_PREC)
+                                     n_ok[:, None] & d_ok[None, :], allowed, qk_scale, DOT_PREC)
     has = l_i > 0
     out = acc / tl.where(has, l_i, 1.0)[:, None]
     if SPLIT:

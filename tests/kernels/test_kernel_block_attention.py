@@ -128,3 +128,24 @@ def test_block_causal_triton_matches_reference_and_is_causal(L, P, block_size, s
     first = slice(0, block_size)  # the first block alone gives the same answer: later blocks unseen
     alone = block_attention_triton(q[:, :, first], kc, vc, kb[:, :, first], vb[:, :, first])
     assert rms_rel(got[:, :, first], alone) < 1e-5
+
+
+@pytest.mark.parametrize("D", [8, 24])
+def test_triton_never_reads_past_the_head_dim(D, rms_rel):
+    """A head dim below the tile width (BLOCK_D = 16 / 32) must not read the memory after each
+    key/value row: here the inputs are views whose rows are followed by NaN, which a load that
+    masks only the key index folds into every score (0 x NaN) — the nondeterministic NaN rows a
+    CI run once saw on contiguous inputs, where the padding read the next row or past the end."""
+    from clover_cli.kernels.block_attention.triton_kernel import block_attention_triton
+
+    def nan_padded(t):  # same values, but each row of D is followed by D NaNs in memory
+        wide = torch.full((*t.shape[:-1], 2 * D), float("nan"))
+        wide[..., :D] = t
+        return wide[..., :D]
+
+    x = _inputs(1, 4, 2, 7, 40, D, seed=D)
+    padded = tuple(nan_padded(t) for t in x)
+    assert padded[1].stride(-1) == 1 and padded[1].stride(-2) == 2 * D  # no copy on the way in
+    for splits in (1, 2):
+        got = block_attention_triton(*padded, num_splits=splits)
+        assert rms_rel(got, block_attention_reference(*x)) < 1e-5
