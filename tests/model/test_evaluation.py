@@ -1,6 +1,8 @@
 """The held-out evaluation asks in phrasings the training templates never used."""
 from __future__ import annotations
 
+import re
+
 
 def test_novel_phrasings_are_not_training_templates():
     from clover_cli.engine.training import transcripts
@@ -19,6 +21,41 @@ def test_novel_phrasings_are_not_training_templates():
             for pre in [""] + wrap["prefix"]:
                 for post in [""] + wrap["suffix"]:
                     assert (pre + t + post).lower() not in novel, (kind, pre, t, post)
+
+
+_FILLER = {"thanks", "thx", "pls", "hey", "hi", "ok", "so", "hmm", "the", "a",
+           "an"}
+
+
+def _gist(phrase: str) -> str:
+    """A phrasing with case, punctuation, contractions and filler words removed: two phrasings
+    with the same gist differ only in politeness or word order of fillers."""
+    words = re.findall(r"[a-z{}]+", phrase.lower().replace("'s", " is").replace("{x}", " {x} "))
+    return " ".join(w for w in words if w not in _FILLER)
+
+
+def test_novel_phrasings_are_not_near_copies_of_training_templates():
+    """Held-out phrasings (the evaluation's and the bench's) stay unseen in gist, not just
+    verbatim: "what's in the {X} folder?" and "What is in {X} folder, please" share one."""
+    import json
+    from pathlib import Path
+
+    from clover_cli import prompts
+    from clover_cli.engine.training import transcripts
+    from clover_cli.engine.training.evaluation_hooks import NOVEL_PHRASES
+
+    reqs = transcripts.requests()
+    trained = {_gist(t) for kind in NOVEL_PHRASES
+               for t in reqs[kind]["phrases"] + reqs[kind].get("more_phrases", [])}
+    bench = json.loads((Path(prompts.__file__).parent / "bench_prompts.json").read_text())
+    bench_novel = [c["request"].replace(c["arg"], "{X}") for c in bench["agent"]
+                   if c["request"] in ("Where is the class RetryPolicy defined?",
+                                       "which files are in the folder scripts?",
+                                       "what is in the directory src/plugins?")]
+    assert len(bench_novel) == 3
+    for p in [p for ps in NOVEL_PHRASES.values() for p in ps] + bench_novel:
+        assert _gist(p) not in trained, p
+    assert _gist("what's in the {X} folder?") == _gist("What is in {X} folder, thanks")
 
 
 def test_user_text_wraps_some_requests_and_keeps_the_name():
