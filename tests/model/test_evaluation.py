@@ -36,7 +36,8 @@ def _gist(phrase: str) -> str:
 
 def test_novel_phrasings_are_not_near_copies_of_training_templates():
     """Held-out phrasings (the evaluation's and the bench's) stay unseen in gist, not just
-    verbatim: "what's in the {X} folder?" and "What is in {X} folder, please" share one."""
+    verbatim, with or without a training greeting or sign-off: "what's in the {X} folder?" and
+    "What is in {X} folder, thanks" share one."""
     import json
     from pathlib import Path
 
@@ -45,8 +46,10 @@ def test_novel_phrasings_are_not_near_copies_of_training_templates():
     from clover_cli.engine.training.evaluation_hooks import NOVEL_PHRASES
 
     reqs = transcripts.requests()
-    trained = {_gist(t) for kind in NOVEL_PHRASES
-               for t in reqs[kind]["phrases"] + reqs[kind].get("more_phrases", [])}
+    wrap = reqs["wrap"]
+    trained = {_gist(pre + t + post) for kind in NOVEL_PHRASES
+               for t in reqs[kind]["phrases"] + reqs[kind].get("more_phrases", [])
+               for pre in [""] + wrap["prefix"] for post in [""] + wrap["suffix"]}
     bench = json.loads((Path(prompts.__file__).parent / "bench_prompts.json").read_text())
     bench_novel = [c["request"].replace(c["arg"], "{X}") for c in bench["agent"]
                    if c["request"] in ("Where is the class RetryPolicy defined?",
