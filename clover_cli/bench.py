@@ -118,11 +118,14 @@ def run_bench(lm, prompts: dict[str, list], thresholds: list[float], max_new_tok
     for i, (kind, ids, _) in enumerate(cases):
         if progress:
             progress(f"prompt {i + 1}/{len(cases)} ({kind})")
-        ar_cfg = GenerationConfig(max_new_tokens=max_new_tokens, block_size=1 if lm.is_diffusion else None)
+        heal = kind == "code"  # a raw completion: its last token is backed up (engine/healing.py)
+        ar_cfg = GenerationConfig(max_new_tokens=max_new_tokens, block_size=1 if lm.is_diffusion else None,
+                                  token_healing=heal)
         ar.add(kind, engine.generate(ids, ar_cfg))
         for run in runs:
             run.add(kind, engine.generate(ids, GenerationConfig(max_new_tokens=max_new_tokens,
-                                                                threshold=run.threshold)))
+                                                                threshold=run.threshold,
+                                                                token_healing=heal)))
 
     def summary(run: RunTotals) -> dict[str, Any]:
         parse_ok, calls_ok, calls_right, agree = [], [], [], []

@@ -12,6 +12,7 @@ import torch
 
 from .config import GenerationConfig
 from .events import BlockCommitted, DenoiseStep, GenerationResult, GenerationStats
+from .healing import Healing
 from .processors import process_logits, repeated_block
 from .runtime import ForwardRunner, TextStreamer, find_stop, hidden_token_ids, make_cache
 from .selection import select
@@ -21,15 +22,17 @@ AR_PREFILL_CHUNK = 512
 
 class ARDecoder:
     def __init__(self, lm, prompt_ids: list[int], cfg: GenerationConfig,
-                 cancel: threading.Event | None = None):
+                 cancel: threading.Event | None = None, healing: Healing | None = None):
         if not prompt_ids:
             raise ValueError("empty prompt")
         self.lm, self.cfg, self.cancel = lm, cfg, cancel
         self.prompt = list(prompt_ids)
+        self.healing = healing  # prompt_ids is healed; the first token is constrained
         self.eos = tuple(lm.eos_token_ids)
         self.device = lm.device
         self.run_forward = ForwardRunner(lm.model)
-        self.streamer = TextStreamer(lm.tokenizer, hidden_token_ids(lm.tokenizer, self.eos, None))
+        self.streamer = TextStreamer(lm.tokenizer, hidden_token_ids(lm.tokenizer, self.eos, None),
+                                     skip=healing.prefix if healing else "")
         self.generator = None
         if cfg.temperature > 0:
             self.generator = torch.Generator(device=self.device)
@@ -58,6 +61,8 @@ class ARDecoder:
                 break
             processed = process_logits(logits[None], cfg, recent=generated, generated=len(generated),
                                        eos_ids=self.eos)
+            if self.healing is not None and index == 0:
+                processed = self.healing.constrain(processed[0])[None]
             tokens, _, _ = select(processed, masked, 0.0, cfg.temperature, None, self.generator, cfg.top_p)
             token = int(tokens[0])
             generated.append(token)

@@ -20,6 +20,7 @@ import torch
 from .config import GenerationConfig
 from .kernel_hooks import denoise_step
 from .events import BlockCommitted, DenoiseStep, GenerationResult, GenerationStats
+from .healing import Healing
 from .processors import process_logits, repeated_block
 from .recurrent_split import install_recurrent_split, split_recurrent
 from .runtime import (DecodeMasks, ForwardRunner, TextStreamer, attention_layer_indices,
@@ -34,11 +35,15 @@ class BlockDecoder:
     """One generation of a block-diffusion model. Iterate `run()` for events."""
 
     def __init__(self, lm, prompt_ids: list[int], cfg: GenerationConfig,
-                 cancel: threading.Event | None = None, fuse_commit: bool = True):
+                 cancel: threading.Event | None = None, fuse_commit: bool = True,
+                 healing: Healing | None = None):
+        """healing: prompt_ids is healing.prompt_ids and the first generated token is constrained
+        (engine/healing.py)."""
         if not prompt_ids:
             raise ValueError("empty prompt: block decoding needs at least one prompt token")
         self.lm, self.cfg, self.cancel = lm, cfg, cancel
         self.prompt = list(prompt_ids)
+        self.healing = healing
         self.B = cfg.block_size or lm.block_size
         self.mask_id = lm.mask_token_id
         self.eos = tuple(lm.eos_token_ids)
@@ -57,7 +62,8 @@ class BlockDecoder:
         self._masks: DecodeMasks | None = None  # decode masks as views (set up by run())
         self._attn: tuple[int, list[int]] | None = None  # (layer count, attention layer indices)
         self.processing = cfg.repetition_penalty > 1.0 or cfg.progressive_ending
-        self.streamer = TextStreamer(lm.tokenizer, hidden_token_ids(lm.tokenizer, self.eos, self.mask_id))
+        self.streamer = TextStreamer(lm.tokenizer, hidden_token_ids(lm.tokenizer, self.eos, self.mask_id),
+                                     skip=healing.prefix if healing else "")
         self.generator = None
         if cfg.temperature > 0:
             self.generator = torch.Generator(device=self.device)
@@ -166,6 +172,9 @@ class BlockDecoder:
                     recent = generated + block[fixed:end][~masked[fixed:end]].tolist()
                     logits = process_logits(logits, cfg, recent=recent, generated=len(recent),
                                             eos_ids=self.eos)
+                if self.healing is not None and block_index == 0 and bool(masked[fixed]):
+                    logits = logits.clone()  # the first generated token continues the prompt's text
+                    logits[fixed] = self.healing.constrain(logits[fixed])
                 tokens, _, commit = select(logits, live, cfg.threshold, cfg.temperature,
                                            self.mask_id, self.generator, cfg.top_p)
                 block = torch.where(commit, tokens, block)

@@ -16,6 +16,7 @@ class GenerationConfig:
     repetition_penalty: float = 1.0  # 1.0: off
     progressive_ending: bool = False
     prefill_chunk_blocks: int | None = None  # prompt prefill chunk in blocks; None: ~1024 tokens
+    token_healing: bool = False  # raw completions: back up the last prompt token (engine/healing.py)
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:

@@ -1,6 +1,7 @@
 """The engine facade: one streaming API for block-diffusion and autoregressive checkpoints."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from typing import Iterator
@@ -9,6 +10,7 @@ from .ar_decode import ARDecoder
 from .block_decode import BlockDecoder
 from .config import GenerationConfig
 from .events import GenerationResult
+from .healing import heal_prompt
 
 
 SMALL_MODEL_PARAMS = 50_000_000
@@ -56,11 +58,16 @@ class Engine:
                cancel: threading.Event | None = None) -> Iterator:
         """Yield DenoiseStep / BlockCommitted events; the last event is a GenerationResult."""
         cfg = config or GenerationConfig()
+        healing = heal_prompt(self.lm, list(prompt_ids)) if cfg.token_healing else None
+        ids = list(healing.prompt_ids) if healing else prompt_ids
         if self.lm.is_diffusion and (cfg.block_size or self.lm.block_size) >= 1:
-            decoder = BlockDecoder(self.lm, prompt_ids, cfg, cancel, fuse_commit=self.fuse_commit)
+            decoder = BlockDecoder(self.lm, ids, cfg, cancel, fuse_commit=self.fuse_commit,
+                                   healing=healing)
         else:
-            decoder = ARDecoder(self.lm, prompt_ids, cfg, cancel)
-        return decoder.run()
+            decoder = ARDecoder(self.lm, ids, cfg, cancel, healing=healing)
+        if healing is None:
+            return decoder.run()
+        return _with_prompt(decoder.run(), tuple(prompt_ids))
 
     def generate(self, prompt_ids: list[int], config: GenerationConfig | None = None,
                  cancel: threading.Event | None = None) -> GenerationResult:
@@ -69,3 +76,11 @@ class Engine:
             result = event
         assert isinstance(result, GenerationResult)
         return result
+
+
+def _with_prompt(events: Iterator, prompt_ids: tuple[int, ...]) -> Iterator:
+    """The events of a healed generation, its result naming the prompt as the caller gave it."""
+    for event in events:
+        if isinstance(event, GenerationResult):
+            event = dataclasses.replace(event, prompt_ids=prompt_ids)
+        yield event

@@ -141,14 +141,20 @@ class TextStreamer:
     multi-byte character split between two blocks is emitted whole with the later block.
     """
 
-    def __init__(self, tokenizer: Any, hidden_ids: set[int]):
+    def __init__(self, tokenizer: Any, hidden_ids: set[int], skip: str = ""):
+        """skip: text the generated ids start with that is not theirs to show (a healed
+        prompt's removed text, engine/healing.py)."""
         self.tokenizer = tokenizer
         self.hidden = hidden_ids
+        self.skip = skip
         self.emitted = ""
 
     def text_of(self, ids: list[int]) -> str:
         visible = [i for i in ids if i not in self.hidden]
-        return self.tokenizer.decode(visible, skip_special_tokens=False)
+        text = self.tokenizer.decode(visible, skip_special_tokens=False)
+        if self.skip and text.startswith(self.skip):
+            text = text[len(self.skip):]
+        return text
 
     def delta(self, ids: list[int], final: bool = False) -> str:
         text = self.text_of(ids)

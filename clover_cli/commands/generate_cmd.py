@@ -46,9 +46,13 @@ def load_or_exit(spec: str, **kwargs):
 @click.option("--repetition-penalty", type=click.FloatRange(1.0), default=1.0, show_default=True,
               help="> 1 turns on repetition control.")
 @click.option("--progressive-ending", is_flag=True, help="Bias toward EOS near the token budget.")
+@click.option("--token-healing/--no-token-healing", default=None,
+              help="Back up the prompt's last token and make the first generated token continue its "
+                   "text (a completion prompt ending in a newline then gets its indentation). "
+                   "Default: on with --raw, off with the chat template.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of streaming text.")
 def generate(model_spec, prompt, prompt_file, raw, max_new_tokens, block_size, threshold, temperature,
-             top_p, seed, stop, repetition_penalty, progressive_ending, as_json) -> None:
+             top_p, seed, stop, repetition_penalty, progressive_ending, token_healing, as_json) -> None:
     """Decode a prompt with the engine (block diffusion or AR) and stream it as blocks commit."""
     if (prompt is None) == (prompt_file is None):
         raise click.UsageError("give exactly one of --prompt or --prompt-file")
@@ -72,7 +76,8 @@ def generate(model_spec, prompt, prompt_file, raw, max_new_tokens, block_size, t
         sys.exit(2)
     cfg = GenerationConfig(max_new_tokens=max_new_tokens, block_size=block_size, threshold=threshold,
                            temperature=temperature, top_p=top_p, seed=seed, stop=tuple(stop),
-                           repetition_penalty=repetition_penalty, progressive_ending=progressive_ending)
+                           repetition_penalty=repetition_penalty, progressive_ending=progressive_ending,
+                           token_healing=raw if token_healing is None else token_healing)
     result = None
     try:
         for event in Engine(lm).stream(prompt_ids, cfg):
@@ -94,6 +99,7 @@ def generate(model_spec, prompt, prompt_file, raw, max_new_tokens, block_size, t
             "tokens_per_second": round(stats.tokens_per_second, 2),
             "finish_reason": result.finish_reason, "steps_per_block": list(stats.steps_per_block),
             "model": lm.name, "block_size": block_size or lm.block_size, "threshold": threshold,
+            "token_healing": cfg.token_healing,
         }))
     else:
         click.echo("")

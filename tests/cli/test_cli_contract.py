@@ -49,6 +49,30 @@ def test_generate_json_contract(tiny_dirs):
     assert obj["prompt_ids"] == tok.encode("def add(a, b):")
 
 
+def test_generate_raw_heals_the_prompt_end():
+    """--raw backs up the last prompt token: the bundled tokenizer merges a newline with the
+    indentation after it, so the first generated token must start with the removed newline."""
+    from transformers import AutoTokenizer
+
+    from clover_cli.engine.loader import bundled_tiny_dir
+
+    prefix = "def f(n):\n    if n:\n        return n\n"
+    tok = AutoTokenizer.from_pretrained(str(bundled_tiny_dir()))
+    for flag, healed in ((), True), (("--no-token-healing",), False):
+        out = _run("generate", "--model", "tiny", "--raw", "--json", "--prompt", prefix,
+                   "--max-new-tokens", "4", *flag)
+        assert out.returncode == 0, out.stderr
+        obj = json.loads(out.stdout)
+        assert obj["token_healing"] is healed
+        assert obj["prompt_ids"] == tok.encode(prefix)  # the prompt as given, either way
+        if healed:
+            assert tok.decode(obj["token_ids"][:1]).startswith("\n")
+            # the text continues the prompt: the newline it already ends with is not repeated
+            assert obj["text"] == tok.decode(obj["token_ids"], skip_special_tokens=True)[1:]
+    chat = _run("generate", "--model", "tiny", "--json", "--prompt", "hi", "--max-new-tokens", "2")
+    assert json.loads(chat.stdout)["token_healing"] is False
+
+
 def test_generate_chat_template_and_streaming(tiny_dirs, tmp_path):
     prompt = tmp_path / "p.txt"
     prompt.write_text("hello")
