@@ -155,3 +155,44 @@ def glob_match(rel: str, pattern: str) -> bool:
     if "/" not in pattern:
         return bool(glob_regex(pattern).match(rel.rsplit("/", 1)[-1]))
     return bool(glob_regex(pattern.lstrip("/")).match(rel))
+
+
+SUGGEST_MAX = 3
+SUGGEST_SCAN_LIMIT = 20_000  # files looked at for a suggestion; a huge tree is not walked whole
+
+
+def not_found_message(root: Path, path: str | None, *, kind: str = "file") -> str:
+    """"PATH does not exist." plus up to three close repository paths ("Did you mean ...?") of a
+    kind: "file", "dir" or "any". A model that mistyped a name (`shop/priding.py` for
+    `shop/prices.py`) can retry with the right one; a person sees the likely intent."""
+    import difflib
+
+    message = f"{path} does not exist."
+    wanted = (path or "").strip().strip("/").replace("\\", "/")
+    if not wanted:
+        return message
+    try:
+        files = repo_files(root)[:SUGGEST_SCAN_LIMIT]
+    except OSError:
+        return message
+    folders = sorted({p for f in files for p in _parents(f)})
+    candidates = {"file": files, "dir": folders}.get(kind, files + folders)
+    # the closest whole paths first, then files whose name alone is close (a right name in the
+    # wrong directory)
+    close = difflib.get_close_matches(wanted, candidates, n=SUGGEST_MAX, cutoff=0.75)
+    if len(close) < SUGGEST_MAX and kind != "dir":
+        name = wanted.rsplit("/", 1)[-1]
+        by_name: dict[str, list[str]] = {}
+        for f in candidates:
+            by_name.setdefault(f.rsplit("/", 1)[-1], []).append(f)
+        for match in difflib.get_close_matches(name, list(by_name), n=SUGGEST_MAX, cutoff=0.8):
+            close += [f for f in by_name[match] if f not in close]
+    close = close[:SUGGEST_MAX]
+    if not close:
+        return message
+    return message + " Did you mean " + " or ".join(close) + "?"
+
+
+def _parents(rel: str) -> list[str]:
+    parts = rel.split("/")[:-1]
+    return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from .base import ToolResult
-from .files import glob_match, regular_inside, repo_files
+from .files import glob_match, not_found_message, regular_inside, repo_files
 from .paths import PRIVATE_DIR, PathError, relpath, resolve_in_root
 from .textio import is_binary, read_regular
 
@@ -28,7 +28,7 @@ def grep(root: Path, pattern: str, path: str | None = None, glob: str | None = N
     except re.error as exc:
         return ToolResult(False, f"invalid regular expression {pattern!r}: {exc}", {"error": "regex"})
     if not sub.exists():
-        return ToolResult(False, f"{path} does not exist.", {"error": "not_found"})
+        return ToolResult(False, not_found_message(root, path, kind="any"), {"error": "not_found"})
     if not (sub.is_dir() or sub.is_file()):  # a FIFO or device: reading it could block forever
         return ToolResult(False, f"{path} is not a regular file or directory; not searched.",
                           {"error": "not_regular"})

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .base import ToolResult
-from .files import glob_match, repo_files
+from .files import glob_match, not_found_message, repo_files
 from .paths import PathError, relpath, resolve_in_root
 
 MAX_FILES = 500
@@ -17,7 +17,7 @@ def list_files(root: Path, path: str | None = None, pattern: str | None = None) 
     except PathError as exc:
         return ToolResult(False, str(exc), {"error": "path"})
     if not sub.exists():
-        return ToolResult(False, f"{path} does not exist.", {"error": "not_found"})
+        return ToolResult(False, not_found_message(root, path, kind="dir"), {"error": "not_found"})
     if sub.is_file():
         return ToolResult(True, relpath(root, sub), {"count": 1, "files": [relpath(root, sub)]})
     files = repo_files(root, sub)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .base import ToolResult
+from .files import not_found_message
 from .paths import PathError, relpath, resolve_in_root
 from .textio import NotRegularFileError, body, decode, is_binary, read_regular, split_lines
 
@@ -30,7 +31,7 @@ def read_file(root: Path, path: str, start_line: int | None = None,
         return ToolResult(False, f"{path} is a directory; use list_files to see its files.",
                           {"error": "is_directory"})
     if not full.exists():
-        return ToolResult(False, f"{path} does not exist.", {"error": "not_found"})
+        return ToolResult(False, not_found_message(root, path), {"error": "not_found"})
     if not full.is_file():
         return ToolResult(False, f"{path} is not a regular file (a FIFO, socket or device); "
                           "not read.", {"error": "not_regular"})

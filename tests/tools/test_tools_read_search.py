@@ -36,6 +36,32 @@ def test_read_file_binary_directory_missing(plain_dir):
     assert run_tool("read_file", {"path": "sub/../img.png"}, plain_dir).details["error"] == "binary"
 
 
+def test_missing_paths_suggest_close_repository_paths(git_repo):
+    """A mistyped path (the bundled model writes `shop/priding.py` for `shop/prices.py`) gets up
+    to three close paths of the right kind; ignored files are never suggested."""
+    for rel in ("shop/__init__.py", "shop/inventory.py", "shop/prices.py", "lib/storage/cache.py"):
+        (git_repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (git_repo / rel).write_text("x = 1\n")
+    (git_repo / ".gitignore").write_text("secret_prices.py\n")
+    (git_repo / "shop" / "secret_prices.py").write_text("")
+    commit_all(git_repo)
+    res = run_tool("read_file", {"path": "shop/priding.py"}, git_repo)
+    assert not res.ok and res.details["error"] == "not_found"
+    assert res.output == "shop/priding.py does not exist. Did you mean shop/prices.py?"
+    # the right name in the wrong directory
+    assert run_tool("read_file", {"path": "lib_storage/cache.py"}, git_repo).output.endswith(
+        "Did you mean lib/storage/cache.py?")
+    assert run_tool("read_file", {"path": "prices.py"}, git_repo).output.endswith(
+        "Did you mean shop/prices.py?")
+    # directories for list_files, either kind for grep
+    assert run_tool("list_files", {"path": "lib/storge"}, git_repo).output == (
+        "lib/storge does not exist. Did you mean lib/storage?")
+    assert run_tool("grep", {"pattern": "x", "path": "shopp"}, git_repo).output.endswith(
+        "Did you mean shop?")
+    # nothing close: the plain message
+    assert run_tool("read_file", {"path": "zzz/qqq.txt"}, git_repo).output == "zzz/qqq.txt does not exist."
+
+
 def test_list_files_git_honours_gitignore(git_repo):
     (git_repo / ".gitignore").write_text("*.log\nbuild/\n")
     (git_repo / "src").mkdir()
