@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from transformers import AutoTokenizer, Qwen3Config
+from transformers import AutoTokenizer
 
 from clover_cli.engine.config import GenerationConfig
 from clover_cli.engine.decode import Engine
@@ -17,27 +17,7 @@ from clover_cli.engine.events import BlockCommitted, DenoiseStep, GenerationResu
 from clover_cli.engine.families import Family
 from clover_cli.engine.loader import LoadedModel
 from clover_cli.engine.runtime import TextStreamer
-
-
-class ScriptedModel(torch.nn.Module):
-    """Returns fixed logits per absolute position, whatever the input."""
-
-    def __init__(self, vocab: int, rows: dict[int, torch.Tensor]):
-        super().__init__()
-        self.config = Qwen3Config(vocab_size=vocab, hidden_size=8, num_hidden_layers=1,
-                                  num_attention_heads=1, num_key_value_heads=1, head_dim=8)
-        self.anchor = torch.nn.Parameter(torch.zeros(1))
-        self.rows, self.vocab = rows, vocab
-        self.calls = 0
-
-    def forward(self, input_ids, position_ids, attention_mask=None, cache=None, use_cache=True,
-                logits_to_keep=0):
-        self.calls += 1
-        flat = torch.zeros(self.vocab)
-        logits = torch.stack([self.rows.get(int(p), flat) for p in position_ids[0]])[None]
-        if logits_to_keep:
-            logits = logits[:, -logits_to_keep:]
-        return SimpleNamespace(logits=logits)
+from scripted import ScriptedModel
 
 
 def _row(vocab: int, token: int, prob: float) -> torch.Tensor:

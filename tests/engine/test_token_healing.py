@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from transformers import AutoTokenizer, Qwen3Config
+from transformers import AutoTokenizer
 
 from clover_cli.engine.config import GenerationConfig
 from clover_cli.engine.decode import Engine
@@ -16,27 +16,9 @@ from clover_cli.engine.events import BlockCommitted, GenerationResult
 from clover_cli.engine.families import Family
 from clover_cli.engine.healing import heal_prompt, token_texts
 from clover_cli.engine.loader import LoadedModel, bundled_tiny_dir
+from scripted import ScriptedModel
 
 PREFIX = "def f(n):\n    if n:\n        return n\n"
-
-
-class PositionModel(torch.nn.Module):
-    """Logits fixed per absolute position (whatever the input); counts its forwards."""
-
-    def __init__(self, vocab: int, rows: dict[int, torch.Tensor]):
-        super().__init__()
-        self.config = Qwen3Config(vocab_size=vocab, hidden_size=8, num_hidden_layers=1,
-                                  num_attention_heads=1, num_key_value_heads=1, head_dim=8)
-        self.anchor = torch.nn.Parameter(torch.zeros(1))
-        self.rows, self.vocab = rows, vocab
-
-    def forward(self, input_ids, position_ids, attention_mask=None, cache=None, use_cache=True,
-                logits_to_keep=0):
-        flat = torch.zeros(self.vocab)
-        logits = torch.stack([self.rows.get(int(p), flat) for p in position_ids[0]])[None]
-        if logits_to_keep:
-            logits = logits[:, -logits_to_keep:]
-        return SimpleNamespace(logits=logits)
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +50,7 @@ def setup():
         rows = {at: first, at + 1: then[0], at + 2: then[1]}
         mask = tok.convert_tokens_to_ids("<|mask|>")
         fam = Family("clover", True, "qwen3", mask, 8) if kind == "diffusion" else Family("ar", False, "qwen3")
-        return LoadedModel("scripted", PositionModel(vocab, rows), tok, fam, eos_token_ids=(eos,))
+        return LoadedModel("scripted", ScriptedModel(vocab, rows), tok, fam, eos_token_ids=(eos,))
 
     return SimpleNamespace(tok=tok, ids=ids, make=make, indent8=indent8, hash_=hash_, ret=ret)
 
