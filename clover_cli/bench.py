@@ -26,6 +26,7 @@ class RunTotals:
     steps: list[int] = field(default_factory=list)
     outputs: list[tuple[str, list[int], str]] = field(default_factory=list)  # (kind, ids, text)
     forwards_per_output: list[int] = field(default_factory=list)
+    seconds_per_output: list[float] = field(default_factory=list)  # decode seconds (prefill excluded)
 
     def add(self, kind: str, result) -> None:
         s = result.stats
@@ -36,6 +37,7 @@ class RunTotals:
         self.steps.extend(s.steps_per_block)
         self.outputs.append((kind, list(result.token_ids), result.text))
         self.forwards_per_output.append(s.forwards)
+        self.seconds_per_output.append(s.total_seconds - s.prefill_seconds)
 
 
 def load_prompts(path: str | None) -> dict[str, list]:
@@ -150,6 +152,10 @@ def run_bench(lm, prompts: dict[str, list], thresholds: list[float], max_new_tok
             "tool_call_correct_rate": _rate(calls_right),
             "agreement_with_ar": round(sum(agree) / len(agree), 4) if agree else 0.0,
             "tpf_code": _tpf(run, "code"), "tpf_agent": _tpf(run, "agent"),
+            # decode speed by kind of prompt: block diffusion pays off where the model is sure
+            "tokens_per_second_code": _tps(run, "code"), "tokens_per_second_agent": _tps(run, "agent"),
+            "speedup_code": _ratio(_tps(run, "code"), _tps(ar, "code")),
+            "speedup_agent": _ratio(_tps(run, "agent"), _tps(ar, "agent")),
         }
 
     ar_summary = summary(ar)
@@ -169,6 +175,17 @@ def _tpf(run: RunTotals, kind: str) -> float | None:
     return round(sum(t for t, _ in pairs) / forwards, 3) if forwards else None
 
 
+def _tps(run: RunTotals, kind: str) -> float | None:
+    """Decode tokens/s over the outputs of one kind of prompt."""
+    pairs = [(len(ids), sec) for (k, ids, _), sec in zip(run.outputs, run.seconds_per_output) if k == kind]
+    seconds = sum(sec for _, sec in pairs)
+    return round(sum(t for t, _ in pairs) / seconds, 2) if seconds > 0 else None
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a is not None and b else None
+
+
 def format_table(report: dict[str, Any]) -> str:
     """A readable table of the report."""
     head = (f"{'run':>8} {'TPF':>6} {'steps/blk':>9} {'tok/s':>8} {'speedup':>8} {'overhead':>8} "
@@ -185,7 +202,15 @@ def format_table(report: dict[str, Any]) -> str:
 
     rows.append(fmt("AR", report["ar"]))
     rows += [fmt(f"t={r['threshold']}", r) for r in report["runs"]]
+    if report["runs"]:
+        rows.append("by kind of prompt (TPF, speedup vs AR): " + "; ".join(
+            f"t={r['threshold']}: agent {_num(r['tpf_agent'])}, {_num(r['speedup_agent'])}x, "
+            f"code {_num(r['tpf_code'])}, {_num(r['speedup_code'])}x" for r in report["runs"]))
     return "\n".join(rows)
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
 
 
 def plot(report: dict[str, Any], path: str) -> None:

@@ -28,6 +28,11 @@ def test_bench_json_has_every_field(tiny_dirs, tmp_path):
             assert key in run
         assert run["tpf"] >= 1.0 and 0.0 <= run["agreement_with_ar"] <= 1.0
         assert 0.0 <= run["parse_rate"] <= 1.0 and run["tool_call_rate"] is not None
+        # speed by kind of prompt: tokens/s and speedup vs AR mode for code and agent turns
+        for kind in ("code", "agent"):
+            assert run[f"tokens_per_second_{kind}"] > 0
+            ar_tps = report["ar"][f"tokens_per_second_{kind}"]
+            assert run[f"speedup_{kind}"] == round(run[f"tokens_per_second_{kind}"] / ar_tps, 3)
     # a lower threshold never commits fewer tokens per forward on the same prompts
     assert report["runs"][1]["tpf"] >= report["runs"][0]["tpf"]
 
