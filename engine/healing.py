@@ -65,7 +65,7 @@ def token_texts(tokenizer: Any) -> list[str]:
 def heal_prompt(lm, prompt_ids: list[int]) -> Healing | None:
     """The healed form of prompt_ids, or None when there is nothing to heal: a prompt of one
     token, a special last token, a last token that is part of a multi-byte character, or one
-    that no longer token begins with (healing would change nothing)."""
+    that no other token begins with (healing would change nothing)."""
     if len(prompt_ids) < 2:
         return None
     texts = token_texts(lm.tokenizer)

@@ -158,7 +158,8 @@ def glob_match(rel: str, pattern: str) -> bool:
 
 
 SUGGEST_MAX = 3
-SUGGEST_SCAN_LIMIT = 20_000  # files looked at for a suggestion; a huge tree is not walked whole
+SUGGEST_SCAN_LIMIT = 20_000  # paths compared for a suggestion (the listing is list_files' own;
+# difflib's cost grows with the candidates, so a huge tree's error stays quick)
 
 
 def not_found_message(root: Path, path: str | None, *, kind: str = "file") -> str:
