@@ -43,8 +43,10 @@ def grep(root: Path, pattern: str, path: str | None = None, glob: str | None = N
         engine = "python"
     matches, total, nfiles = found
     if not matches:
-        return ToolResult(True, f"No matches for {pattern!r}.", {"matches": 0, "files": 0,
-                                                                "engine": engine})
+        hint, suggestions = _no_match_hint(root, sub, pattern, glob)
+        return ToolResult(True, f"No matches for {pattern!r}.{hint}",
+                          {"matches": 0, "files": 0, "engine": engine,
+                           "suggestions": suggestions})
     lines = [f"{p}:{n}: {_clip(t)}" for p, n, t in matches[:MAX_MATCHES]]
     text = "\n".join(lines)
     summary = (f"[{total} match{'es' if total != 1 else ''} in {nfiles} "
@@ -54,6 +56,94 @@ def grep(root: Path, pattern: str, path: str | None = None, glob: str | None = N
     return ToolResult(True, text + "\n" + summary,
                       {"matches": total, "files": nfiles, "truncated": total > MAX_MATCHES,
                        "engine": engine})
+
+
+# A search for a name that is not there is most often a mistyped or misremembered name (the bundled
+# model writes `onon_validate_error` for `on_validate_error`; a person types `restock_shelve`).
+# Like a compiler's "did you mean", the empty result names up to three close identifiers of the
+# searched files, with where each is defined (or first used), so the next call can be the right one.
+_NAME_PATTERN = re.compile(r"^(?:\(def\|class\)\s*|(?:def|class)\s+)?(?:\\b)?"
+                           r"([A-Za-z_][A-Za-z0-9_]*)(?:\\b)?$")
+_IDENT = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z_][A-Za-z0-9_]{2,}")
+_DEF_LINE = re.compile(r"^\s*(?:async\s+def|def|class)\s+([A-Za-z_][A-Za-z0-9_]*)", re.M)
+SUGGEST_MAX_NAMES = 3
+SUGGEST_SCAN_BYTES = 20_000_000  # identifiers are collected from at most this much text
+
+
+def _no_match_hint(root: Path, sub: Path, pattern: str, glob: str | None) -> tuple[str, list]:
+    """(" Did you mean ...?" or "", suggestions) for a pattern that is one identifier, optionally
+    behind `def `, `class ` or `(def|class) ` (the agent's definition search)."""
+    m = _NAME_PATTERN.match(pattern.strip())
+    if not m:
+        return "", []
+    name = m.group(1)
+    definition = pattern.strip() != name and "\\b" not in pattern
+    first: dict[str, tuple[str, int]] = {}   # identifier -> (file, offset) of its first use
+    defined: dict[str, tuple[str, int]] = {}  # identifier -> (file, offset) of its def/class
+    scanned = 0
+    targets = [relpath(root, sub)] if sub.is_file() else repo_files(root, sub)
+    base = str(root)
+    for rel in targets:
+        if scanned > SUGGEST_SCAN_BYTES:
+            break
+        if glob and not glob_match(rel, glob):
+            continue
+        text = _text_of(base, root / rel)
+        if text is None:
+            continue
+        scanned += len(text)
+        for d in _DEF_LINE.finditer(text):
+            defined.setdefault(d.group(1), (rel, d.start(1)))
+        for i in _IDENT.finditer(text):
+            first.setdefault(i.group(), (rel, i.start()))
+    if definition and name in first and name not in defined:
+        # the name is there, just not as a def/class line (a variable, an import, an attribute)
+        rel, line = _line_of(root, first[name])
+        return (f" {name} occurs in the code but no def or class line defines it; first at "
+                f"{rel}:{line}. Search for the name alone to see every use.",
+                [{"name": name, "path": rel, "line": line, "defined": False}])
+    import difflib
+
+    pool = list(defined) if definition and defined else list(first)
+    # difflib's ratio 2*M/(len(a)+len(b)) >= 0.8 needs lengths within 2/3..3/2 of each other:
+    # dropping the rest first changes no answer and keeps a big tree's empty search quick
+    pool = [p for p in pool if 2 * len(name) <= 3 * len(p) and 2 * len(p) <= 3 * len(name)]
+    lowered = {}
+    for ident in pool:
+        lowered.setdefault(ident.lower(), ident)
+    close = [lowered[name.lower()]] if name.lower() in lowered and lowered[name.lower()] != name \
+        else []
+    close += [c for c in difflib.get_close_matches(name, pool, n=SUGGEST_MAX_NAMES, cutoff=0.8)
+              if c not in close and c != name]
+    close = close[:SUGGEST_MAX_NAMES]
+    if not close:
+        return "", []
+    suggestions, parts = [], []
+    for ident in close:
+        where = defined.get(ident)
+        rel, line = _line_of(root, where or first[ident])
+        suggestions.append({"name": ident, "path": rel, "line": line, "defined": bool(where)})
+        parts.append(f"{ident} ({'defined' if where else 'first used'} at {rel}:{line})")
+    return " Did you mean " + " or ".join(parts) + "?", suggestions
+
+
+def _text_of(base: str, full: Path) -> str | None:
+    """A searchable file's text, or None (outside the root, not regular, too big, binary)."""
+    if not regular_inside(base, str(full)):  # symlinks out of the root, FIFOs, devices
+        return None
+    try:
+        if full.stat().st_size > MAX_FILE_BYTES:
+            return None
+        data = read_regular(full)
+    except OSError:
+        return None
+    return None if is_binary(data) else data.decode("utf-8", "replace")
+
+
+def _line_of(root: Path, where: tuple[str, int]) -> tuple[str, int]:
+    rel, offset = where
+    text = _text_of(str(root), root / rel) or ""
+    return rel, text.count("\n", 0, offset) + 1
 
 
 def _clip(text: str) -> str:
@@ -68,19 +158,8 @@ def _python_grep(root: Path, sub: Path, regex: re.Pattern, glob: str | None):
     for rel in targets:
         if glob and not glob_match(rel, glob):
             continue
-        full = root / rel
-        if not regular_inside(base, str(full)):  # symlinks out of the root, FIFOs, devices
-            continue
-        try:
-            if full.stat().st_size > MAX_FILE_BYTES:
-                continue
-            data = read_regular(full)
-        except OSError:
-            continue
-        if is_binary(data):
-            continue
-        text = data.decode("utf-8", "replace")
-        if not regex.search(text):
+        text = _text_of(base, root / rel)
+        if text is None or not regex.search(text):
             continue
         hit = False
         for n, line in enumerate(text.split("\n"), 1):

@@ -138,3 +138,43 @@ def test_ripgrep_and_python_agree_when_rg_is_installed(git_repo):
     (git_repo / "sub" / "b.txt").write_text("ALPHA\n")
     root = git_repo.resolve()
     assert _ripgrep(root, root, "alpha", None, True) == _python_grep(root, root, re.compile("alpha", re.I), None)
+
+
+def test_grep_without_matches_suggests_close_names(git_repo):
+    """An empty search for a mistyped name (the bundled model stutters `onon_validate_error`)
+    names up to three close identifiers with where they are defined or first used; a definition
+    search whose name exists but not as a def/class line says so."""
+    (git_repo / "shop").mkdir()
+    (git_repo / "shop" / "inventory.py").write_text(
+        "STOCK = {}\n\n\ndef restock_shelf(shelf, count):\n    return count\n\n\n"
+        "class ShelfError(Exception):\n    pass\n")
+    (git_repo / "shop" / "prices.py").write_text(
+        "from shop.inventory import restock_shelf\n\nrestock_shelf('a', 1)\n")
+    (git_repo / "notes.txt").write_text("restock_shelves happens on mondays\n")
+    commit_all(git_repo)
+    res = run_tool("grep", {"pattern": "(def|class) restock_shelve"}, git_repo)
+    assert res.ok and res.details["matches"] == 0
+    # a definition search suggests definitions only (not the word in notes.txt)
+    assert res.output == ("No matches for '(def|class) restock_shelve'. Did you mean "
+                          "restock_shelf (defined at shop/inventory.py:4)?")
+    assert res.details["suggestions"] == [
+        {"name": "restock_shelf", "path": "shop/inventory.py", "line": 4, "defined": True}]
+    # a plain name: any identifier, definitions reported as such
+    res = run_tool("grep", {"pattern": "restok_shelves"}, git_repo)
+    assert "restock_shelves (first used at notes.txt:1)" in res.output
+    assert "restock_shelf (defined at shop/inventory.py:4)" in res.output
+    # a different case only
+    assert run_tool("grep", {"pattern": "shelferror"}, git_repo).output.endswith(
+        "Did you mean ShelfError (defined at shop/inventory.py:8)?")
+    # there, but never defined by a def/class line
+    res = run_tool("grep", {"pattern": "(def|class) STOCK"}, git_repo)
+    assert res.output == ("No matches for '(def|class) STOCK'. STOCK occurs in the code but no "
+                          "def or class line defines it; first at shop/inventory.py:1. Search for "
+                          "the name alone to see every use.")
+    # path and glob limit where names are looked for; regexes and far names get no guess
+    assert "Did you mean" not in run_tool(
+        "grep", {"pattern": "restock_shelve", "glob": "*.txt", "path": "shop"}, git_repo).output
+    assert run_tool("grep", {"pattern": "restock_.*zz"}, git_repo).output == \
+        "No matches for 'restock_.*zz'."
+    assert run_tool("grep", {"pattern": "quantum_flux"}, git_repo).output == \
+        "No matches for 'quantum_flux'."
