@@ -247,7 +247,24 @@ def _one_line(exc: BaseException) -> str:
 
 def load_model(spec: str | ModelSpec | None, *, device: Any = None, dtype: Any = None,
                block_size: int | None = None) -> LoadedModel:
-    """Load an in-process model from a spec string; raises ModelLoadError (one line)."""
+    """Load an in-process model from a spec string; raises ModelLoadError (one line).
+
+    transformers' "Loading weights" progress bar is off while it loads: on stderr it would land
+    in the middle of `clover run`'s output and under the TUI's screen (callers that load for
+    long show their own progress). The setting is restored afterwards."""
+    from transformers.utils import logging as hf_logging
+
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        return _load_spec(spec, device=device, dtype=dtype, block_size=block_size)
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def _load_spec(spec: str | ModelSpec | None, *, device: Any, dtype: Any,
+               block_size: int | None) -> LoadedModel:
     try:
         parsed = spec if isinstance(spec, ModelSpec) else parse_spec(spec)
     except SpecError as exc:

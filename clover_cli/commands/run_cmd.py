@@ -225,10 +225,15 @@ def _drive(agent, task: str, as_json: bool) -> str:
                 if e.reason != "done":
                     click.echo(f"stopped: {e.reason}: {e.final_text}", err=True)
                 s = e.stats
-                click.echo(f"[{e.reason}: {s.get('steps', 0)} steps, {s.get('tool_calls', 0)} tool calls, "
-                           f"{s.get('generated_tokens', 0)} tokens, {s.get('seconds', 0):.1f} s; "
+                click.echo(f"[{e.reason}: {_count(s.get('steps', 0), 'step')}, "
+                           f"{_count(s.get('tool_calls', 0), 'tool call')}, "
+                           f"{_count(s.get('generated_tokens', 0), 'token')}, {s.get('seconds', 0):.1f} s; "
                            f"session {agent.session_id}]", err=True)
     return reason
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _short(s: str, limit: int = 80) -> str:

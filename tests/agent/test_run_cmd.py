@@ -60,6 +60,14 @@ def test_run_text_mode_and_limits(tmp_path):
     assert "max_steps" in p.stderr
 
 
+def test_run_text_summary_line_counts_in_words(tmp_path):
+    repo = make_repo(tmp_path / "repo", git=False)
+    spec = replay(tmp_path, [call("read_file", path="calc.py"), "It adds."])
+    p = clover("run", "look", "--model", spec, "--root", str(repo))
+    assert p.returncode == 0, p.stderr
+    assert "[done: 2 steps, 1 tool call, " in p.stderr
+
+
 def test_run_yolo_runs_shell(tmp_path):
     repo = make_repo(tmp_path / "repo", git=False)
     spec = replay(tmp_path, [call("run_shell", command="echo made > made.txt"), "ok"])

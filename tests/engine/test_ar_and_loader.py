@@ -145,3 +145,17 @@ def test_smollm2_gguf_answers():
     prompt = lm.encode(lm.render_chat([{"role": "user", "content": "What is the capital of France?"}]))
     result = Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=20))
     assert "Paris" in result.text
+
+
+def test_loading_shows_no_transformers_progress_bar_and_restores_the_setting(tiny_dirs, capfd):
+    """The "Loading weights" bar would land in `clover run`'s output and under the TUI."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.enable_progress_bar()
+    load_model(str(tiny_dirs["clover"]))
+    assert "Loading weights" not in capfd.readouterr().err
+    assert hf_logging.is_progress_bar_enabled()  # the caller's setting is back
+    hf_logging.disable_progress_bar()
+    load_model(str(tiny_dirs["clover"]))
+    assert not hf_logging.is_progress_bar_enabled()
+    hf_logging.enable_progress_bar()
