@@ -5,9 +5,10 @@
 #   Here, once:   bash scripts/gpu_train.sh --fetch-wheels
 #                 (transformers 5.24 as a cp312 wheel into .whl/, which git ignores: the device's
 #                 image has 5.17; its torch, tokenizers, safetensors, click and jinja2 are used)
-#                 clover train --make-transcripts ... runs/transcripts2.jsonl (see docs/model.md)
+#                 runs/transcripts4.jsonl: the two `clover train --make-transcripts` commands of
+#                 the model card (seeds 11 and 12), then cat
 #   Device:       run(command="OUT=$OUT bash scripts/gpu_train.sh", timeout_s=600,
-#                     carry=[".whl", "runs/transcripts2.jsonl"])
+#                     carry=[".whl", "runs/transcripts4.jsonl"])
 #   Here, check:  bash scripts/gpu_train.sh --dry-run      (the same flow on the CPU, a few steps)
 #
 # On the device it installs Clover without dependencies into /tmp/site, trains the "tiny" size
@@ -20,8 +21,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TRANSCRIPTS=${TRANSCRIPTS:-runs/transcripts2.jsonl}
-MIX=${MIX:-dense_copy:0.35,curriculum:0.05,calls:0.2,calls_sys:0.05,transcripts:0.15,transcripts_sys:0.1,code:0.1}
+TRANSCRIPTS=${TRANSCRIPTS:-runs/transcripts4.jsonl}
+# the shipped model's last mix (its copy share is what made names copy), with more code: a GPU
+# sees enough tokens for code to matter
+MIX=${MIX:-dense_copy:0.3,curriculum:0.04,calls:0.13,calls_sys:0.15,transcripts:0.09,transcripts_sys:0.11,code:0.18}
 
 if [[ "${1:-}" == "--fetch-wheels" ]]; then
     grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
@@ -56,7 +59,8 @@ LOG="$OUT/train.log"
 train() {
     $PY -m clover_cli.cli train --out "$RUN" --tokenizer clover_cli/bundled/tiny --size "$SIZE" \
         --device "$DEVICE" --dtype "$DTYPE" --seq-len "$SEQ" --batch-size "$BATCH" --lr 2e-3 --warmup 50 \
-        --mix "$MIX" --transcripts "$TRANSCRIPTS" --ar-fraction 0.4 --log-every 20 "$@" 2>&1 | tee -a "$LOG"
+        --mix "$MIX" --transcripts "$TRANSCRIPTS" --ar-fraction 0.45 --real-names 0.4 --vocab-names 0.5 \
+        --log-every 20 "$@" 2>&1 | tee -a "$LOG"
 }
 
 # 1. calibration: steps per second of this model, batch and data pipeline on this machine
