@@ -10,6 +10,10 @@ Command-line options win over both. Example file::
     model = "tiny"
     approval = "ask"          # ask | auto-edit | yolo | read-only
     threshold = 0.95          # block-diffusion commit threshold, 0 < t <= 1
+    test_cmd = "tox -e py311 -- {test}"   # `clover fix`'s test command (docs/modes.md)
+
+`clover` (the TUI) uses all of them; `clover run` the model, threshold and approval (`ask` is
+the TUI's: headless runs then use auto-edit); `clover fix` the model and test command.
 
 Only the standard library is imported here, so the CLI stays fast.
 """
@@ -31,11 +35,12 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class CloverConfig:
-    """Resolved defaults for an interactive session."""
+    """Resolved defaults for a session."""
 
     model: str = DEFAULT_MODEL
     approval: str = "ask"
     threshold: float = 0.95
+    test_cmd: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -47,6 +52,9 @@ class CloverConfig:
         if not 0.0 < float(self.threshold) <= 1.0:
             raise ConfigError(f"threshold must be in (0, 1], got {self.threshold}")
         object.__setattr__(self, "threshold", float(self.threshold))
+        if self.test_cmd is not None and (not isinstance(self.test_cmd, str)
+                                          or not self.test_cmd.strip()):
+            raise ConfigError("test_cmd must be a non-empty string")
 
 
 def user_config_path() -> Path:

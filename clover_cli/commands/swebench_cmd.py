@@ -28,7 +28,7 @@ def _fail(message: str) -> None:
 @click.option("--evaluate", is_flag=True,
               help="Also run FAIL_TO_PASS / PASS_TO_PASS locally (a convenience, not the official harness).")
 @click.option("--test-cmd", default=None, metavar="CMD",
-              help="Evaluation test command with {tests} or {test} (default: pytest -rA {tests}).")
+              help="Evaluation test command with {tests} or {test} (default: python -m pytest -q -rA -p no:cacheprovider {tests}).")
 @click.option("--max-steps", default=30, show_default=True, type=int, help="Tool steps per instance.")
 @click.option("--max-new-tokens", default=None, type=int, help="Tokens per model call (default: the agent's).")
 @click.option("--model-name", default=None, help="model_name_or_path in the predictions (default: clover/<model>).")

@@ -166,3 +166,30 @@ def test_run_second_ctrl_c_exits_130(tmp_path):
     code, lines, err = run.finish(timeout=10)
     assert code == 130 and time.monotonic() - t0 < 5, (code, err)
     assert "cancelling" in err and "interrupted" in err
+
+
+def test_run_and_fix_take_defaults_from_the_project_config(tmp_path):
+    """`.clover/config.toml` sets the model (and for run the approval) when the command line
+    does not; a `test_cmd` there no longer makes the config unreadable; a bad file is exit 2."""
+    repo = make_repo(tmp_path / "repo", git=False)
+    spec = replay(tmp_path, [call("write_file", path="new.txt", content="x"), "Wrote it."])
+    conf = repo / ".clover" / "config.toml"
+    conf.parent.mkdir(exist_ok=True)
+    conf.write_text(f'model = "{spec}"\napproval = "read-only"\ntest_cmd = "python -m pytest {{test}}"\n')
+    p = clover("run", "write it", "--root", str(repo), "--json")
+    assert p.returncode == 0, p.stderr
+    results = [json.loads(l) for l in p.stdout.splitlines() if json.loads(l)["type"] == "tool_result"]
+    assert results and not results[0]["ok"] and not (repo / "new.txt").exists()  # read-only
+    # the command line wins
+    p = clover("run", "write it", "--root", str(repo), "--json", "--approval", "auto-edit")
+    assert p.returncode == 0, p.stderr
+    assert (repo / "new.txt").read_text() == "x"
+    conf.write_text('threshold = 2\n')
+    p = clover("run", "write it", "--root", str(repo))
+    assert p.returncode == 2 and "threshold must be in (0, 1]" in p.stderr
+    # clover fix: the config's model is the one it loads once the test has failed
+    (repo / "test_calc.py").write_text("from calc import add\n\n\ndef test_add():\n"
+                                       "    assert add(2, 3) == 5\n")
+    conf.write_text('model = "replay:/no/such/script.json"\n')
+    p = clover("fix", "test_calc.py::test_add", "--root", str(repo))
+    assert p.returncode == 2 and "/no/such/script.json" in p.stderr

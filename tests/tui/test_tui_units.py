@@ -95,6 +95,12 @@ def test_config_errors_name_the_file(tmp_path: Path):
         load_config(root)
     with pytest.raises(ConfigError, match="approval must be one of"):
         load_config(tmp_path, approval="sometimes")
+    # clover fix's test command lives in the same file (docs/modes.md) and is checked too
+    _write(bad, 'test_cmd = "tox -e py311 -- {test}"\n')
+    assert load_config(root).test_cmd == "tox -e py311 -- {test}"
+    _write(bad, 'test_cmd = ""\n')
+    with pytest.raises(ConfigError, match="test_cmd must be a non-empty string"):
+        load_config(root)
 
 
 def test_markdown_split_keeps_open_blocks_in_the_tail():
