@@ -12,7 +12,7 @@ Command-line options win over both. Example file::
     threshold = 0.95          # block-diffusion commit threshold, 0 < t <= 1
     test_cmd = "tox -e py311 -- {test}"   # `clover fix`'s test command (docs/modes.md)
 
-`clover` (the TUI) uses all of them; `clover run` the model, threshold and approval (`ask` is
+`clover` (the TUI) uses the first three; `clover run` the model, threshold and approval (`ask` is
 the TUI's: headless runs then use auto-edit); `clover fix` the model and test command.
 
 Only the standard library is imported here, so the CLI stays fast.

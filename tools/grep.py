@@ -43,7 +43,7 @@ def grep(root: Path, pattern: str, path: str | None = None, glob: str | None = N
         engine = "python"
     matches, total, nfiles = found
     if not matches:
-        hint, suggestions = _no_match_hint(root, sub, pattern, glob)
+        hint, suggestions = _no_match_hint(root, sub, pattern, glob, ignore_case, engine)
         return ToolResult(True, f"No matches for {pattern!r}.{hint}",
                           {"matches": 0, "files": 0, "engine": engine,
                            "suggestions": suggestions})
@@ -62,32 +62,32 @@ def grep(root: Path, pattern: str, path: str | None = None, glob: str | None = N
 # model writes `onon_validate_error` for `on_validate_error`; a person types `restock_shelve`).
 # Like a compiler's "did you mean", the empty result names up to three close identifiers of the
 # searched files, with where each is defined (or first used), so the next call can be the right one.
-_NAME_PATTERN = re.compile(r"^(?:\(def\|class\)\s*|(?:def|class)\s+)?(?:\\b)?"
-                           r"([A-Za-z_][A-Za-z0-9_]*)(?:\\b)?$")
+_NAME_PATTERN = re.compile(r"^(?P<definition>\(def\|class\)\s*|(?:def|class)\s+)?(?:\\b)?"
+                           r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:\\b)?$")
 _IDENT = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z_][A-Za-z0-9_]{2,}")
 _DEF_LINE = re.compile(r"^\s*(?:async\s+def|def|class)\s+([A-Za-z_][A-Za-z0-9_]*)", re.M)
 SUGGEST_MAX_NAMES = 3
 SUGGEST_SCAN_BYTES = 20_000_000  # identifiers are collected from at most this much text
 
 
-def _no_match_hint(root: Path, sub: Path, pattern: str, glob: str | None) -> tuple[str, list]:
+def _no_match_hint(root: Path, sub: Path, pattern: str, glob: str | None,
+                   ignore_case: bool = False, engine: str = "python") -> tuple[str, list]:
     """(" Did you mean ...?" or "", suggestions) for a pattern that is one identifier, optionally
-    behind `def `, `class ` or `(def|class) ` (the agent's definition search)."""
+    behind `def `, `class ` or `(def|class) ` (the agent's definition search). Names are taken
+    from the files the search itself read (ripgrep's file set when ripgrep searched), so every
+    suggestion is one the next grep finds."""
     m = _NAME_PATTERN.match(pattern.strip())
     if not m:
         return "", []
-    name = m.group(1)
-    definition = pattern.strip() != name and "\\b" not in pattern
+    name, definition = m.group("name"), bool(m.group("definition"))
+    fold = str.lower if ignore_case else (lambda x: x)
     first: dict[str, tuple[str, int]] = {}   # identifier -> (file, offset) of its first use
     defined: dict[str, tuple[str, int]] = {}  # identifier -> (file, offset) of its def/class
     scanned = 0
-    targets = [relpath(root, sub)] if sub.is_file() else repo_files(root, sub)
     base = str(root)
-    for rel in targets:
+    for rel in _searched_files(root, sub, glob, engine):
         if scanned > SUGGEST_SCAN_BYTES:
             break
-        if glob and not glob_match(rel, glob):
-            continue
         text = _text_of(base, root / rel)
         if text is None:
             continue
@@ -96,26 +96,34 @@ def _no_match_hint(root: Path, sub: Path, pattern: str, glob: str | None) -> tup
             defined.setdefault(d.group(1), (rel, d.start(1)))
         for i in _IDENT.finditer(text):
             first.setdefault(i.group(), (rel, i.start()))
-    if definition and name in first and name not in defined:
+    same = [n for n in (defined if definition else first) if fold(n) == fold(name)]
+    if definition and same:
+        # defined after all, in a form the pattern missed (`def  name`, `async def name`)
+        close = same[:SUGGEST_MAX_NAMES]
+    elif definition and any(fold(n) == fold(name) for n in first):
         # the name is there, just not as a def/class line (a variable, an import, an attribute)
-        rel, line = _line_of(root, first[name])
-        return (f" {name} occurs in the code but no def or class line defines it; first at "
+        there = next(n for n in first if fold(n) == fold(name))
+        rel, line = _line_of(root, first[there])
+        return (f" {there} occurs in the code but no def or class line defines it; first at "
                 f"{rel}:{line}. Search for the name alone to see every use.",
-                [{"name": name, "path": rel, "line": line, "defined": False}])
-    import difflib
+                [{"name": there, "path": rel, "line": line, "defined": False}])
+    else:
+        import difflib
 
-    pool = list(defined) if definition and defined else list(first)
-    # difflib's ratio 2*M/(len(a)+len(b)) >= 0.8 needs lengths within 2/3..3/2 of each other:
-    # dropping the rest first changes no answer and keeps a big tree's empty search quick
-    pool = [p for p in pool if 2 * len(name) <= 3 * len(p) and 2 * len(p) <= 3 * len(name)]
-    lowered = {}
-    for ident in pool:
-        lowered.setdefault(ident.lower(), ident)
-    close = [lowered[name.lower()]] if name.lower() in lowered and lowered[name.lower()] != name \
-        else []
-    close += [c for c in difflib.get_close_matches(name, pool, n=SUGGEST_MAX_NAMES, cutoff=0.8)
-              if c not in close and c != name]
-    close = close[:SUGGEST_MAX_NAMES]
+        pool = list(defined) if definition and defined else list(first)
+        # difflib's ratio 2*M/(len(a)+len(b)) >= 0.8 needs lengths within 2/3..3/2 of each
+        # other: dropping the rest first changes no answer and keeps a big tree's search quick
+        pool = [p for p in pool if 2 * len(name) <= 3 * len(p) and 2 * len(p) <= 3 * len(name)]
+        by_key: dict[str, list[str]] = {}
+        for ident in pool:
+            by_key.setdefault(ident.lower(), []).append(ident)
+        # the same name in another case first (a case-sensitive search missed it), then close
+        # names, compared without case
+        close = [n for n in by_key.get(name.lower(), []) if n != name]
+        for key in difflib.get_close_matches(name.lower(), list(by_key), n=SUGGEST_MAX_NAMES,
+                                             cutoff=0.8):
+            close += [n for n in by_key[key] if n not in close and fold(n) != fold(name)]
+        close = close[:SUGGEST_MAX_NAMES]
     if not close:
         return "", []
     suggestions, parts = [], []
@@ -125,6 +133,31 @@ def _no_match_hint(root: Path, sub: Path, pattern: str, glob: str | None) -> tup
         suggestions.append({"name": ident, "path": rel, "line": line, "defined": bool(where)})
         parts.append(f"{ident} ({'defined' if where else 'first used'} at {rel}:{line})")
     return " Did you mean " + " or ".join(parts) + "?", suggestions
+
+
+def _searched_files(root: Path, sub: Path, glob: str | None, engine: str) -> list[str]:
+    """The repository-relative files the search read: ripgrep's own file set (it skips hidden
+    files and reads brace globs) when ripgrep searched, else the `list_files` set."""
+    if sub.is_file():  # ripgrep reads a named file whatever the glob; the Python scan does not
+        rel = relpath(root, sub)
+        return [rel] if engine == "ripgrep" or not glob or glob_match(rel, glob) else []
+    if engine == "ripgrep":
+        cmd = ["rg", "--files", "--no-config", "-g", f"!{PRIVATE_DIR}/"]
+        if glob:
+            cmd += ["-g", glob]
+        cmd.append(str(sub.relative_to(root)) if sub != root else ".")
+        try:
+            res = subprocess.run(cmd, cwd=root, capture_output=True, stdin=subprocess.DEVNULL,
+                                 timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            res = None
+        if res is not None and res.returncode in (0, 1):
+            names = res.stdout.decode("utf-8", "replace").splitlines()
+            return sorted(n[2:] if n.startswith("./") else n for n in names)
+    try:
+        return [rel for rel in repo_files(root, sub) if not glob or glob_match(rel, glob)]
+    except re.error:  # a glob our matcher cannot read
+        return []
 
 
 def _text_of(base: str, full: Path) -> str | None:

@@ -24,7 +24,7 @@ def chat(model: str | None, root: str | None, approval: str | None, continue_: b
     """Open the interactive TUI in the repository ROOT.
 
     Defaults come from ~/.config/clover/config.toml and <root>/.clover/config.toml
-    (keys: model, approval, threshold, test_cmd); options given here win.
+    (keys: model, approval, threshold; test_cmd is clover fix's); options given here win.
     """
     from clover_cli.config import ConfigError, load_config
 

@@ -15,7 +15,7 @@ def _fail(message: str) -> None:
 @click.command("fix", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("test")
 @click.option("--test-cmd", default=None, metavar="CMD",
-              help="Test command with a {test} placeholder (default: `test_cmd` in .clover/config.toml, "
+              help="Test command with a {test} placeholder (default: `test_cmd` in .clover/config.toml or ~/.config/clover/config.toml, "
                    "else `python -m pytest -x -q -p no:cacheprovider -o addopts= {test}`, whose JUnit report must show the test "
                    "ran and passed; a custom command passes on exit code 0).")
 @click.option("--model", "model", default=None, help="Model spec (default: `model` in .clover/config.toml, else the bundled tiny model).")
@@ -46,11 +46,13 @@ def fix(ctx: click.Context, test, test_cmd, model, root, attempts, max_steps, ma
     parent = ctx.parent.params if ctx.parent is not None else {}
     model = model or parent.get("model")
     root = root or parent.get("root") or "."
-    if not model and Path(root).is_dir():
-        try:  # the model of ~/.config/clover/config.toml or <root>/.clover/config.toml
-            model = load_config(Path(root)).model
+    if (not model or not test_cmd) and Path(root).is_dir():
+        try:  # model and test_cmd of ~/.config/clover/config.toml and <root>/.clover/config.toml
+            defaults = load_config(Path(root))
         except ConfigError as exc:
             _fail(str(exc))
+        model = model or defaults.model
+        test_cmd = test_cmd or defaults.test_cmd
     try:
         spec = parse_spec(model)
         opts = FixOptions(test=test, root=Path(root), test_cmd=test_cmd, attempts=attempts,

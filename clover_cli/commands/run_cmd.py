@@ -25,7 +25,7 @@ def _fail_args(message: str) -> None:
 @click.option("--model", "model", default=None, help="Model spec (tiny, DIR, hf:ORG/NAME, smollm2, openai:URL#MODEL, replay:FILE).")
 @click.option("--root", type=click.Path(), default=None, help="Repository root (default: cwd).")
 @click.option("--approval", type=click.Choice(["auto-edit", "yolo", "read-only"]), default=None,
-              help="auto-edit (default): edits apply, shell only via --shell-allow; yolo: all; read-only: no writes.")
+              help="auto-edit (default, unless the config file says otherwise): edits apply, shell only via --shell-allow; yolo: all; read-only: no writes.")
 @click.option("--max-steps", type=click.IntRange(1), default=30, show_default=True, help="Model steps before stopping.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line per event.")
 @click.option("--shell-allow", "shell_allow", multiple=True, metavar="PREFIX",
@@ -46,7 +46,7 @@ def run(ctx: click.Context, task, model, root, approval, max_steps, as_json, she
     parent = ctx.parent.params if ctx.parent is not None else {}
     model = model or parent.get("model")
     root = Path(root or parent.get("root") or ".").expanduser()
-    approval = approval or (parent.get("approval") if parent.get("approval") != "ask" else None)
+    approval = approval or {"ask": "auto-edit"}.get(parent.get("approval"), parent.get("approval"))
     continue_ = continue_ or bool(parent.get("continue_"))
     session_id = session_id or parent.get("session_id")
     if not root.is_dir():

@@ -184,6 +184,17 @@ def test_run_and_fix_take_defaults_from_the_project_config(tmp_path):
     p = clover("run", "write it", "--root", str(repo), "--json", "--approval", "auto-edit")
     assert p.returncode == 0, p.stderr
     assert (repo / "new.txt").read_text() == "x"
+    # group options are the command line too: `clover --approval ask run` is auto-edit, not the
+    # file's mode (here yolo would run the shell command)
+    (repo / "new.txt").unlink()
+    conf.write_text(f'model = "{spec}"\napproval = "yolo"\n')
+    p = clover("--approval", "ask", "run", "write it", "--root", str(repo), "--json")
+    assert p.returncode == 0 and (repo / "new.txt").exists()
+    spec2 = replay(tmp_path, [call("run_shell", command="echo ran > ran.txt"), "Ran."], name="s2.json")
+    conf.write_text(f'model = "{spec}"\napproval = "yolo"\n')
+    p = clover("--approval", "ask", "--model", spec2, "run", "run it", "--root", str(repo), "--json")
+    assert p.returncode == 0, p.stderr
+    assert not (repo / "ran.txt").exists()  # auto-edit: the shell command needed a yes
     conf.write_text('threshold = 2\n')
     p = clover("run", "write it", "--root", str(repo))
     assert p.returncode == 2 and "threshold must be in (0, 1]" in p.stderr
@@ -193,3 +204,22 @@ def test_run_and_fix_take_defaults_from_the_project_config(tmp_path):
     conf.write_text('model = "replay:/no/such/script.json"\n')
     p = clover("fix", "test_calc.py::test_add", "--root", str(repo))
     assert p.returncode == 2 and "/no/such/script.json" in p.stderr
+
+
+def test_fix_takes_test_cmd_from_the_user_config(tmp_path, monkeypatch):
+    """`test_cmd` in ~/.config/clover/config.toml is used when the project sets none (before, it
+    was accepted and ignored); the project file wins over it."""
+    repo = make_repo(tmp_path / "repo", git=False)
+    (repo / "test_calc.py").write_text("def test_add():\n    pass\n")
+    xdg = tmp_path / "xdg"
+    (xdg / "clover").mkdir(parents=True)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(xdg))
+    (xdg / "clover" / "config.toml").write_text(
+        'test_cmd = "python3 -c \'import sys; sys.exit(0)\' {test}"\n')
+    p = clover("fix", "test_calc.py::test_add", "--root", str(repo), "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["command"][:2] == ["python3", "-c"]
+    (repo / ".clover").mkdir()
+    (repo / ".clover" / "config.toml").write_text('test_cmd = "python3 -m pytest -q {test}"\n')
+    p = clover("fix", "test_calc.py::test_add", "--root", str(repo), "--json")
+    assert json.loads(p.stdout)["command"][:3] == ["python3", "-m", "pytest"], p.stderr

@@ -178,3 +178,34 @@ def test_grep_without_matches_suggests_close_names(git_repo):
         "No matches for 'restock_.*zz'."
     assert run_tool("grep", {"pattern": "quantum_flux"}, git_repo).output == \
         "No matches for 'quantum_flux'."
+
+
+def test_grep_suggestions_follow_case_spacing_and_the_searched_files(git_repo, monkeypatch):
+    """ignore_case compares without case; a definition the pattern's spacing missed is reported;
+    names come only from files the search read (ripgrep skips hidden files), so every suggestion
+    is found by the next grep."""
+    import shutil
+
+    (git_repo / "stock.py").write_text("STOCK_LEVEL = 3\n\n\ndef  real_func():\n    pass\n")
+    (git_repo / ".github").mkdir()
+    (git_repo / ".github" / "conf.py").write_text("DEPLOY_TOKEN_NAME = 'x'\n")
+    commit_all(git_repo)
+    res = run_tool("grep", {"pattern": "stock_levl", "ignore_case": True}, git_repo)
+    assert res.output.endswith("Did you mean STOCK_LEVEL (first used at stock.py:1)?")
+    res = run_tool("grep", {"pattern": "(def|class) stock_level", "ignore_case": True}, git_repo)
+    assert "STOCK_LEVEL occurs in the code but no def or class line defines it" in res.output
+    res = run_tool("grep", {"pattern": "def real_func"}, git_repo)  # the file has two spaces
+    assert res.output.endswith("Did you mean real_func (defined at stock.py:4)?")
+    # `\b` around the name keeps a definition search a definition search
+    assert run_tool("grep", {"pattern": r"def \breal_func\b"}, git_repo).details["suggestions"] \
+        == [{"name": "real_func", "path": "stock.py", "line": 4, "defined": True}]
+    for engine_present in ([True] if shutil.which("rg") else []) + [False]:
+        if not engine_present:
+            monkeypatch.setattr("clover_cli.tools.grep.shutil.which", lambda _: None)
+        res = run_tool("grep", {"pattern": "DEPLOY_TOKEN_NAMX"}, git_repo)
+        if res.details["engine"] == "ripgrep":  # ripgrep does not search hidden files
+            assert res.details["suggestions"] == []
+            assert run_tool("grep", {"pattern": "DEPLOY_TOKEN_NAME"}, git_repo).details["matches"] == 0
+        else:
+            assert res.details["suggestions"][0]["name"] == "DEPLOY_TOKEN_NAME"
+            assert run_tool("grep", {"pattern": "DEPLOY_TOKEN_NAME"}, git_repo).details["matches"] == 1
