@@ -114,9 +114,22 @@ def _root_gitignore(root: Path):
     return ignored
 
 
+class GlobError(ValueError):
+    """A glob that cannot be read (`[z-a].py`); str() is one line for the model."""
+
+
 @lru_cache(maxsize=256)
 def glob_regex(pattern: str) -> re.Pattern:
-    """Compile a glob: `*` stays within one path part, `**` crosses parts, `?`, `[...]`."""
+    """Compile a glob: `*` stays within one path part, `**` crosses parts, `?`, `[...]` (`[!...]`
+    negates, a `]` right after the bracket is literal), `{a,b}` alternatives as in ripgrep.
+    GlobError when it cannot be compiled."""
+    try:
+        return re.compile(_glob_translate(pattern) + r"\Z")
+    except re.error as exc:
+        raise GlobError(f"invalid glob {pattern!r}: {exc.msg}") from None
+
+
+def _glob_translate(pattern: str) -> str:
     i, out = 0, []
     while i < len(pattern):
         c = pattern[i]
@@ -133,18 +146,24 @@ def glob_regex(pattern: str) -> re.Pattern:
             out.append("[^/]")
             i += 1
         elif c == "[":
-            j = pattern.find("]", i + 1)
+            first = i + 2 if pattern.startswith("!", i + 1) else i + 1
+            j = pattern.find("]", first + 1)  # a `]` at `first` is part of the class
             if j == -1:
                 out.append(re.escape(c))
                 i += 1
             else:
-                cls = pattern[i + 1:j].replace("\\", "\\\\")
-                out.append("[^" + cls[1:] + "]" if cls.startswith("!") else "[" + cls + "]")
+                cls = pattern[first:j].replace("\\", "\\\\").replace("[", "\\[")
+                out.append(("[^" if first == i + 2 else "[") + cls + "]")
                 i = j + 1
+        elif c == "{" and "}" in pattern[i + 1:]:
+            j = pattern.index("}", i + 1)
+            alternatives = pattern[i + 1:j].split(",")
+            out.append("(?:" + "|".join(_glob_translate(a) for a in alternatives) + ")")
+            i = j + 1
         else:
             out.append(re.escape(c))
             i += 1
-    return re.compile("".join(out) + r"\Z")
+    return "".join(out)
 
 
 def glob_match(rel: str, pattern: str) -> bool:

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from .base import ToolResult
-from .files import glob_match, not_found_message, regular_inside, repo_files
+from .files import GlobError, glob_match, glob_regex, not_found_message, regular_inside, repo_files
 from .paths import PRIVATE_DIR, PathError, relpath, resolve_in_root
 from .textio import is_binary, read_regular
 
@@ -23,8 +23,12 @@ def grep(root: Path, pattern: str, path: str | None = None, glob: str | None = N
     try:
         sub = resolve_in_root(root, path)
         regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+        if glob:
+            glob_regex(glob.strip())
     except PathError as exc:
         return ToolResult(False, str(exc), {"error": "path"})
+    except GlobError as exc:
+        return ToolResult(False, str(exc), {"error": "glob"})
     except re.error as exc:
         return ToolResult(False, f"invalid regular expression {pattern!r}: {exc}", {"error": "regex"})
     if not sub.exists():
@@ -154,10 +158,7 @@ def _searched_files(root: Path, sub: Path, glob: str | None, engine: str) -> lis
         if res is not None and res.returncode in (0, 1):
             names = res.stdout.decode("utf-8", "replace").splitlines()
             return sorted(n[2:] if n.startswith("./") else n for n in names)
-    try:
-        return [rel for rel in repo_files(root, sub) if not glob or glob_match(rel, glob)]
-    except re.error:  # a glob our matcher cannot read
-        return []
+    return [rel for rel in repo_files(root, sub) if not glob or glob_match(rel, glob)]
 
 
 def _text_of(base: str, full: Path) -> str | None:

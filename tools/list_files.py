@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .base import ToolResult
-from .files import glob_match, not_found_message, repo_files
+from .files import GlobError, glob_match, glob_regex, not_found_message, repo_files
 from .paths import PathError, relpath, resolve_in_root
 
 MAX_FILES = 500
@@ -14,8 +14,12 @@ def list_files(root: Path, path: str | None = None, pattern: str | None = None) 
     """List files under `path` (default: everything) whose path matches `pattern`."""
     try:
         sub = resolve_in_root(root, path)
+        if pattern:
+            glob_regex(pattern.strip())
     except PathError as exc:
         return ToolResult(False, str(exc), {"error": "path"})
+    except GlobError as exc:
+        return ToolResult(False, str(exc), {"error": "glob"})
     if not sub.exists():
         return ToolResult(False, not_found_message(root, path, kind="dir"), {"error": "not_found"})
     if sub.is_file():

@@ -209,3 +209,25 @@ def test_grep_suggestions_follow_case_spacing_and_the_searched_files(git_repo, m
         else:
             assert res.details["suggestions"][0]["name"] == "DEPLOY_TOKEN_NAME"
             assert run_tool("grep", {"pattern": "DEPLOY_TOKEN_NAME"}, git_repo).details["matches"] == 1
+
+
+def test_globs_braces_literal_brackets_and_clear_errors(git_repo):
+    """`{a,b}` alternatives (as ripgrep reads them), a literal `]` first in a class, and a glob
+    that cannot be compiled is a one-line error naming it, not an internal failure."""
+    from clover_cli.tools.files import glob_match
+
+    assert glob_match("src/a.py", "*.{py,txt}") and glob_match("notes.txt", "*.{py,txt}")
+    assert not glob_match("a.md", "*.{py,txt}")
+    assert glob_match("src/x/a.py", "src/**/*.{py,pyi}") and glob_match("]a.py", "[]]a.py")
+    assert glob_match("b.py", "[!a].py") and not glob_match("a.py", "[!a].py")
+    (git_repo / "a.py").write_text("x = 1\n")
+    (git_repo / "b.txt").write_text("x = 2\n")
+    commit_all(git_repo)
+    assert run_tool("list_files", {"pattern": "*.{py,txt}"}, git_repo).details["files"] == [
+        "a.py", "b.txt"]
+    assert run_tool("grep", {"pattern": "x =", "glob": "*.{py,txt}"}, git_repo).details["files"] == 2
+    for tool, args in (("list_files", {"pattern": "[z-a].py"}),
+                       ("grep", {"pattern": "x", "glob": "[z-a].py"})):
+        res = run_tool(tool, args, git_repo)
+        assert not res.ok and res.details["error"] == "glob"
+        assert res.output == "invalid glob '[z-a].py': bad character range z-a"
