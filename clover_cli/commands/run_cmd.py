@@ -53,15 +53,17 @@ def run(ctx: click.Context, task, model, root, approval, max_steps, as_json, she
         _fail_args(f"root {str(root)!r} is not a directory")
     if not task.strip():
         _fail_args("empty task")
-    # the user's and the project's .clover/config.toml fill in what the command line leaves out;
-    # their `ask` is the TUI's mode (a headless run cannot ask), so it means auto-edit here
-    try:
-        defaults = load_config(root)
-    except ConfigError as e:
-        _fail_args(str(e))
-    model = model or defaults.model
-    approval = approval or (defaults.approval if defaults.approval != "ask" else "auto-edit")
-    threshold = defaults.threshold if threshold is None else threshold
+    # the user's and the project's .clover/config.toml fill in what the command line leaves out
+    # (read only then: a broken file does not stop a fully specified run); their `ask` is the
+    # TUI's mode (a headless run cannot ask), so it means auto-edit here
+    if None in (model, approval, threshold):
+        try:
+            defaults = load_config(root)
+        except ConfigError as e:
+            _fail_args(str(e))
+        model = model or defaults.model
+        approval = approval or (defaults.approval if defaults.approval != "ask" else "auto-edit")
+        threshold = defaults.threshold if threshold is None else threshold
 
     from clover_cli.agent import Agent, AgentConfig
     from clover_cli.agent.backends import BackendError, make_backend

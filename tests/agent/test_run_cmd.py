@@ -198,6 +198,10 @@ def test_run_and_fix_take_defaults_from_the_project_config(tmp_path):
     conf.write_text('threshold = 2\n')
     p = clover("run", "write it", "--root", str(repo))
     assert p.returncode == 2 and "threshold must be in (0, 1]" in p.stderr
+    # with every default given on the command line the file is not needed
+    p = clover("run", "write it", "--root", str(repo), "--model", spec, "--approval", "read-only",
+               "--threshold", "0.9")
+    assert p.returncode == 0, p.stderr
     # clover fix: the config's model is the one it loads once the test has failed
     (repo / "test_calc.py").write_text("from calc import add\n\n\ndef test_add():\n"
                                        "    assert add(2, 3) == 5\n")
