@@ -146,13 +146,9 @@ def _searched_files(root: Path, sub: Path, glob: str | None, engine: str) -> lis
         rel = relpath(root, sub)
         return [rel] if engine == "ripgrep" or not glob or glob_match(rel, glob) else []
     if engine == "ripgrep":
-        cmd = ["rg", "--files", "--no-config", "-g", f"!{PRIVATE_DIR}/"]
-        if glob:
-            cmd += ["-g", glob]
-        cmd.append(str(sub.relative_to(root)) if sub != root else ".")
         try:
-            res = subprocess.run(cmd, cwd=root, capture_output=True, stdin=subprocess.DEVNULL,
-                                 timeout=30)
+            res = subprocess.run(["rg", "--files", *_rg_scope(root, sub, glob)], cwd=root,
+                                 capture_output=True, stdin=subprocess.DEVNULL, timeout=30)
         except (OSError, subprocess.TimeoutExpired):
             res = None
         if res is not None and res.returncode in (0, 1):
@@ -206,13 +202,16 @@ def _python_grep(root: Path, sub: Path, regex: re.Pattern, glob: str | None):
     return matches, total, nfiles
 
 
+def _rg_scope(root: Path, sub: Path, glob: str | None) -> list[str]:
+    """ripgrep options naming what it reads: no user config, never `.clover/`, the glob, the path
+    (the search and the suggestions' file list must read the same files)."""
+    scope = ["--no-config", "-g", f"!{PRIVATE_DIR}/"] + (["-g", glob] if glob else [])
+    return scope + [str(sub.relative_to(root)) if sub != root else "."]
+
+
 def _ripgrep(root: Path, sub: Path, pattern: str, glob: str | None, ignore_case: bool):
-    cmd = ["rg", "--json", "--no-config", "-g", f"!{PRIVATE_DIR}/", "-e", pattern]
-    if ignore_case:
-        cmd.append("-i")
-    if glob:
-        cmd += ["-g", glob]
-    cmd.append(str(sub.relative_to(root)) if sub != root else ".")
+    cmd = ["rg", "--json", "-e", pattern] + (["-i"] if ignore_case else [])
+    cmd += _rg_scope(root, sub, glob)
     try:
         res = subprocess.run(cmd, cwd=root, capture_output=True, stdin=subprocess.DEVNULL, timeout=60)
     except (OSError, subprocess.TimeoutExpired):

@@ -38,10 +38,9 @@ def fix(ctx: click.Context, test, test_cmd, model, root, attempts, max_steps, ma
     """
     from pathlib import Path
 
+    from clover_cli.config import ConfigError, load_config
     from clover_cli.engine.spec import SpecError, parse_spec
     from clover_cli.modes.fix import FixError, FixOptions, run_fix
-
-    from clover_cli.config import ConfigError, load_config
 
     parent = ctx.parent.params if ctx.parent is not None else {}
     model = model or parent.get("model")
