@@ -14,7 +14,8 @@ def _mix(text: str) -> dict:
             out[name.strip()] = float(weight) if weight else 1.0
         except ValueError:
             raise click.BadParameter(f"bad mix entry {part!r}; expected NAME:WEIGHT") from None
-    known = {"code", "curriculum", "dense_copy", "calls", "calls_sys", "transcripts", "transcripts_sys"}
+    known = {"code", "curriculum", "dense_copy", "calls", "calls_sys", "transcripts", "transcripts_sys",
+             "distill"}
     if not out or not set(out) <= known:
         raise click.BadParameter(f"mix names must be among {', '.join(sorted(known))}")
     return out
@@ -41,6 +42,8 @@ def _mix(text: str) -> dict:
 @click.option("--mix", "mix", default="code:1", show_default=True,
               help="Data mixture, e.g. code:0.3,curriculum:0.2,calls:0.2,transcripts:0.3")
 @click.option("--transcripts", "transcripts_file", default=None, help="Transcripts JSONL file.")
+@click.option("--distill", "distill_file", default=None,
+              help="Self-distillation JSONL (--make-distill) for the mix's `distill` source.")
 @click.option("--ar-fraction", default=0.0, show_default=True,
               help="Share of micro-batches with the auxiliary AR (block size 1) layout.")
 @click.option("--real-names", "real_names", default=0.5, show_default=True, type=float,
@@ -65,12 +68,16 @@ def _mix(text: str) -> dict:
 @click.option("--tests-share", "tests_share", default=0.1, show_default=True, type=float,
               help="With --make-transcripts: share of 'run the tests' transcripts on generated "
                    "repositories (1 = only those).")
+@click.option("--make-distill", "make_distill", default=0, type=click.IntRange(0),
+              help="Write this many AR-mode completions of training-split code prompts by the "
+                   "--from model (default: tiny) into --distill FILE (appends) and exit.")
 @click.option("--export", "export", nargs=2, default=None, metavar="SRC DEST",
               help="Export a checkpoint (run dir or model dir) to DEST in bf16, keeping DEST's README.md.")
 def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_size, grad_accum,
           lr, warmup, seed, dtype, device, mix, transcripts_file, ar_fraction, real_names,
           vocab_names, eos_fill,
-          eval_every, save_every, log_every, max_minutes, threads, attn, no_eval, make_transcripts, tests_share, export):
+          eval_every, save_every, log_every, max_minutes, threads, attn, no_eval, make_transcripts, tests_share, export,
+          distill_file, make_distill):
     """Train the block-diffusion model (SDAR/BD3-LM objective); resumes from OUT if present."""
     if export:
         from clover_cli.engine.training.modeling import export_model
@@ -95,6 +102,9 @@ def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_
             raise click.ClickException(str(e)) from None
         click.echo(f"wrote {transcripts_file}: {counts}")
         return
+    if make_distill:
+        _make_distill(make_distill, distill_file, from_dir or "tiny", seed)
+        return
     from clover_cli.engine.training.evaluation_hooks import make_evaluator
     from clover_cli.engine.training.trainer import TrainConfig, Trainer
 
@@ -110,9 +120,30 @@ def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_
                           log_every=log_every, eval_every=eval_every, save_every=save_every,
                           max_minutes=max_minutes, threads=threads, attn=attn,
                           transcripts_file=transcripts_file, real_names=real_names,
-                          vocab_names=vocab_names, eos_fill=eos_fill)
+                          vocab_names=vocab_names, eos_fill=eos_fill,
+                          distill_file=distill_file)
         trainer = Trainer(cfg, echo=lambda s: click.echo(s))
     except ValueError as e:
         raise click.ClickException(str(e)) from None
     trainer.run(None if no_eval else make_evaluator(trainer))
     click.echo(f"saved {out}/model (export: clover train --export {out} DEST)")
+
+
+def _make_distill(n: int, path: str | None, teacher: str, seed: int) -> None:
+    """`--make-distill N`: the teacher's AR-mode completions, with a progress line per 5%."""
+    if not path:
+        raise click.UsageError("--make-distill needs --distill FILE")
+    from clover_cli.engine.loader import ModelLoadError
+    from clover_cli.engine.training import distill
+
+    step = max(1, n // 20)
+
+    def progress(done: int, total: int) -> None:
+        if done % step == 0 or done == total:
+            click.echo(f"distill {done}/{total}", err=True)
+
+    try:
+        done = distill.generate(teacher, path, n, seed=seed, progress=progress)
+    except (ModelLoadError, ValueError, OSError) as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"wrote {done} completions by {teacher} to {path}")

@@ -73,12 +73,15 @@ class CodeSource:
 
 
 class PackedChatSource:
-    """Packs chat examples from `make(rng)` into rows; examples longer than a row are skipped."""
+    """Packs chat examples from `make(rng)` into rows; examples longer than a row are skipped.
+    `make` returns a rendered chat, or an Example when `encode` is False (already tokenized)."""
 
-    def __init__(self, tokenizer, make: Callable[[random.Random], str], n: int = 128):
+    def __init__(self, tokenizer, make: Callable[[random.Random], "str | Example"], n: int = 128,
+                 encode: bool = True):
         self.tok = tokenizer
         self.n = n
         self.make = make
+        self.encode = encode
         self.eot = tokenizer.convert_tokens_to_ids("<|endoftext|>")
         self.pad = tokenizer.convert_tokens_to_ids("<|pad|>")
 
@@ -87,7 +90,8 @@ class PackedChatSource:
         ids: list[int] = []
         ok: list[bool] = []
         for _ in range(200):
-            ex = chat_example(self.tok, self.make(rng))
+            made = self.make(rng)
+            ex = chat_example(self.tok, made) if self.encode else made
             if len(ex.ids) + 1 > n:
                 continue
             if len(ids) + len(ex.ids) + 1 > n:
@@ -112,11 +116,17 @@ class Mixture:
         self.names = list(self.sources)
         self.weights = [weights[k] for k in self.names]
         self.pad_id = pad_id
+        self.last: str | None = None  # the source of the last batch
+
+    def allows_ar(self) -> bool:
+        """May the last batch be trained in the AR layout? (a source says so in `layouts`)"""
+        return "ar" in getattr(self.sources.get(self.last), "layouts", ("bd", "ar"))
 
     def batch(self, rng: random.Random, tokens: int
               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """ids [B, N] long, loss_ok [B, N] bool, pad [B, N] bool."""
-        src = self.sources[rng.choices(self.names, self.weights)[0]]
+        self.last = rng.choices(self.names, self.weights)[0]
+        src = self.sources[self.last]
         rows = [src.row(rng, src.n) for _ in range(max(1, tokens // src.n))]
         ids = torch.tensor([r.ids for r in rows], dtype=torch.long)
         ok = torch.tensor([r.loss_ok for r in rows], dtype=torch.bool)

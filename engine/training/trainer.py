@@ -51,6 +51,7 @@ class TrainConfig:
     threads: int | None = 1
     attn: str = "sdpa"  # "sdpa" | "eager" (both exact with the float mask)
     transcripts_file: str | None = None  # JSONL of transcript records (see transcripts.py)
+    distill_file: str | None = None  # JSONL of AR-mode completions (see distill.py)
     code_root: str | None = None  # train on the .py files under this dir (default: the machine's)
     real_names: float = 0.5  # share of copy/call names drawn from real packages (names.harvest)
     vocab_names: float = 0.25  # share built from the tokenizer's word tokens (names.vocab_thing)
@@ -191,6 +192,11 @@ def _sources(cfg: TrainConfig, tok, split: str = "train",
                              + split)
         src["transcripts_sys"] = PackedChatSource(tok, lambda r: r.choice(pool_sys),
                                                   CHAT_LEN["transcripts_sys"])
+    if "distill" in want:
+        if not cfg.distill_file:
+            raise ValueError("mix has distill but no --distill FILE was given")
+        from clover_cli.engine.training import distill
+        src["distill"] = distill.DistillSource(tok, distill.load(cfg.distill_file), cfg.seq_len)
     return src
 
 
@@ -287,7 +293,7 @@ class Trainer:
         cfg = self.cfg
         ids, ok, pad = self.mix.batch(self.rng, cfg.batch_size * cfg.seq_len)  # [B, N] each
         ids, ok, pad = ids.to(cfg.device), ok.to(cfg.device), pad.to(cfg.device)
-        ar = self.rng.random() < cfg.ar_fraction
+        ar = self.rng.random() < cfg.ar_fraction and self.mix.allows_ar()
         loss, count = blockdiff.bd_forward_loss(
             self.model, ids, 1 if ar else cfg.block_size, self.mask_id, self.gen, loss_ok=ok,
             pad=pad, full_mask=ar, fill_id=self.eos_id if cfg.eos_fill else None)

@@ -1,0 +1,135 @@
+"""Self-distillation data (engine/training/distill.py): bench-shaped prompts from the training
+split, the teacher's AR-mode completions, rows that score only the completion and never train
+the AR layout."""
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from click.testing import CliRunner
+
+SOURCE = '''"""A module."""
+import os
+import sys
+
+
+def add(a, b):
+    """Add two numbers."""
+    return a + b
+
+
+class Point:
+    def __init__(self, x, y):
+        self.x = x
+'''
+
+
+def test_code_prompt_is_a_def_or_class_head_ending_in_newline():
+    from clover_cli.engine.training.distill import code_prompt
+
+    seen = set()
+    for seed in range(60):
+        p = code_prompt(SOURCE, random.Random(seed))
+        assert p is not None and p.endswith("\n")
+        body = p.split("\n\n\n")[-1]
+        assert body.startswith(("def add(a, b):\n", "class Point:\n")), p
+        assert body in SOURCE
+        seen.add(p)
+    assert any(p.startswith("import os\n") for p in seen)  # sometimes behind the imports
+    assert any(p.startswith("def ") for p in seen)
+    assert code_prompt("x = 1\n# no functions here\n", random.Random(0)) is None
+
+
+def test_example_scores_only_the_completion(tok):
+    from clover_cli.engine.training.distill import example
+
+    eot = tok.convert_tokens_to_ids("<|endoftext|>")
+    rec = {"prompt": "def add(a, b):\n", "completion": "    return a + b\n", "finish": "eos"}
+    ex = example(tok, rec, eot)
+    assert ex.ids[-1] == eot and ex.loss_ok[-1]
+    scored = tok.decode([i for i, ok in zip(ex.ids[:-1], ex.loss_ok[:-1]) if ok])
+    unscored = tok.decode([i for i, ok in zip(ex.ids, ex.loss_ok) if not ok])
+    assert "return a + b" in scored and "def add" not in scored
+    assert unscored.startswith("def add(a, b):")
+    assert example(tok, dict(rec, finish="length"), eot).ids[-1] != eot
+
+
+def test_source_rows_start_at_zero_and_fill_the_row(tok):
+    from clover_cli.engine.training.distill import DistillSource
+
+    recs = [{"prompt": f"def f{i}(x):\n", "completion": f"    return x + {i}\n", "finish": "eos"}
+            for i in range(5)]
+    src = DistillSource(tok, recs, n=64)
+    rng = random.Random(0)
+    for _ in range(5):
+        row = src.row(rng, 64)
+        assert len(row.ids) == len(row.loss_ok) == 64
+        assert tok.decode(row.ids[:3]).startswith("def f")
+        assert not row.loss_ok[0] and any(row.loss_ok)
+    assert src.layouts == ("bd",)
+    with pytest.raises(ValueError, match="fits a row"):
+        DistillSource(tok, [{"prompt": "x" * 2000, "completion": "y"}], n=64)
+
+
+def test_load_rejects_a_bad_line(tmp_path):
+    from clover_cli.engine.training.distill import load
+
+    f = tmp_path / "d.jsonl"
+    f.write_text(json.dumps({"prompt": "a", "completion": "b"}) + "\n\n{\"prompt\": 3}\n")
+    with pytest.raises(ValueError, match=r"d.jsonl:3: not a distillation record"):
+        load(f)
+    with pytest.raises(ValueError, match="cannot read the distillation file"):
+        load(tmp_path / "missing.jsonl")
+
+
+def test_generate_writes_the_engines_ar_mode_completion(tmp_path, bundled_dir):
+    from clover_cli.engine.config import GenerationConfig
+    from clover_cli.engine.decode import Engine
+    from clover_cli.engine.loader import load_model
+    from clover_cli.engine.training import distill
+
+    src = tmp_path / "m.py"
+    src.write_text(SOURCE)
+    out = tmp_path / "d.jsonl"
+    assert distill.generate(str(bundled_dir), out, 3, seed=1, max_new_tokens=12,
+                            files=[src]) == 3
+    recs = distill.load(out)
+    assert len(recs) == 3
+    lm = load_model(str(bundled_dir))
+    engine = Engine(lm)
+    for rec in recs:
+        want = engine.generate(lm.encode(rec["prompt"]), GenerationConfig(
+            max_new_tokens=12, block_size=1, token_healing=True))
+        assert rec["completion"] == want.text and rec["finish"] == want.finish_reason
+        assert rec["file"] == str(src)
+
+
+def test_distill_batches_never_use_the_ar_layout(tmp_path, bundled_dir):
+    from clover_cli.engine.training.trainer import TrainConfig, Trainer
+
+    f = tmp_path / "d.jsonl"
+    f.write_text("".join(json.dumps({"prompt": f"def f{i}(x):\n", "completion":
+                                     f"    return x * {i}\n", "finish": "eos"}) + "\n"
+                         for i in range(8)))
+    cfg = TrainConfig(out=str(tmp_path / "run"), size="micro", tokenizer_dir=str(bundled_dir),
+                      seq_len=64, batch_size=2, lr=1e-2, warmup=1, steps=6, log_every=3,
+                      save_every=100, eval_every=1000, mix={"distill": 1.0}, ar_fraction=1.0,
+                      threads=1, distill_file=str(f), real_names=0.0, vocab_names=0.0)
+    tr = Trainer(cfg, echo=lambda s: None)
+    kinds = {tr.micro_step()[1] for _ in range(6)}
+    assert kinds == {"bd"}
+    with pytest.raises(ValueError, match="--distill FILE"):
+        Trainer(TrainConfig(**{**cfg.__dict__, "distill_file": None, "out": str(tmp_path / "r2")}),
+                echo=lambda s: None)
+
+
+def test_make_distill_command(tmp_path, bundled_dir):
+    from clover_cli.commands.train_cmd import train
+
+    res = CliRunner().invoke(train, ["--make-distill", "2"])
+    assert res.exit_code == 2 and "--distill FILE" in res.output
+    res = CliRunner().invoke(train, ["--make-distill", "2", "--distill", str(tmp_path / "d.jsonl"),
+                                     "--from", str(tmp_path / "missing")])
+    assert res.exit_code == 1 and "Error" in res.output
+    assert not (tmp_path / "d.jsonl").exists()
