@@ -44,6 +44,9 @@ def _mix(text: str) -> dict:
 @click.option("--transcripts", "transcripts_file", default=None, help="Transcripts JSONL file.")
 @click.option("--distill", "distill_file", default=None,
               help="Self-distillation JSONL (--make-distill) for the mix's `distill` source.")
+@click.option("--distill-drop-loops/--distill-keep-loops", "distill_drop_loops", default=True,
+              show_default=True,
+              help="Leave out distillation records whose completion loops on a 1-3 token pattern.")
 @click.option("--ar-fraction", default=0.0, show_default=True,
               help="Share of micro-batches with the auxiliary AR (block size 1) layout.")
 @click.option("--real-names", "real_names", default=0.5, show_default=True, type=float,
@@ -77,7 +80,7 @@ def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_
           lr, warmup, seed, dtype, device, mix, transcripts_file, ar_fraction, real_names,
           vocab_names, eos_fill,
           eval_every, save_every, log_every, max_minutes, threads, attn, no_eval, make_transcripts, tests_share, export,
-          distill_file, make_distill):
+          distill_file, make_distill, distill_drop_loops):
     """Train the block-diffusion model (SDAR/BD3-LM objective); resumes from OUT if present."""
     if export:
         from clover_cli.engine.training.modeling import export_model
@@ -121,7 +124,7 @@ def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_
                           max_minutes=max_minutes, threads=threads, attn=attn,
                           transcripts_file=transcripts_file, real_names=real_names,
                           vocab_names=vocab_names, eos_fill=eos_fill,
-                          distill_file=distill_file)
+                          distill_file=distill_file, distill_drop_loops=distill_drop_loops)
         trainer = Trainer(cfg, echo=lambda s: click.echo(s))
     except ValueError as e:
         raise click.ClickException(str(e)) from None

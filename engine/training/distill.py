@@ -13,8 +13,9 @@ own Jacobi fixed points (Kou et al. 2024, "CLLMs"); the code here is our own.
 `generate` writes one JSON record per line: {"prompt", "completion", "file", "finish"} where
 prompt + completion is the full text (the completion is what `Engine.generate` returned in AR
 mode with token healing, exactly as `clover bench` decodes its AR-mode code runs).
-`DistillSource` packs those records into training rows; only the completion is scored, and rows
-are only ever trained in the block-diffusion layout (AR mode is the teacher, see trainer.py).
+`DistillSource` packs those records into training rows; only the completion is scored, rows
+are only ever trained in the block-diffusion layout (AR mode is the teacher, see trainer.py), and
+completions with a token loop are left out by default.
 
 The prompts come from the training split of the machine's code corpus (held-out files never),
 shaped like the bench's code prompts: a top-level `def` / `class` and the next 0-3 lines, now and
@@ -161,18 +162,36 @@ def example(tokenizer, rec: dict, eot: int) -> Example:
     return Example(ids, ok)
 
 
+def token_loop(ids: list[int], repeats: int = 4, max_period: int = 3) -> bool:
+    """Does the sequence hold a loop of a 1-3 token pattern repeated `repeats` times in a row
+    (`a a a a`, `is_is_is_is`, four `"` tokens)? Line-level repetition is not a token loop."""
+    for period in range(1, max_period + 1):
+        run = 0
+        for i in range(period, len(ids)):
+            run = run + 1 if ids[i] == ids[i - period] else 0
+            if run >= period * (repeats - 1):
+                return True
+    return False
+
+
 class DistillSource(PackedChatSource):
     """Rows packed from distillation records, separated by <|endoftext|>; the first record of a
     row starts at position 0, where a prompt sits at inference."""
 
     layouts = ("bd",)  # never the AR layout: AR mode is the teacher these records came from
 
-    def __init__(self, tokenizer, records: list[dict], n: int = 256):
+    def __init__(self, tokenizer, records: list[dict], n: int = 256, drop_loops: bool = True):
+        """drop_loops: leave out records whose completion holds a token loop (token_loop). A
+        small teacher's loops are the easiest thing to learn in parallel: trained on them, the
+        block mode filled whole blocks with one token (`not not not ...`) at high confidence."""
         if not records:
             raise ValueError("the distillation file has no records")
         eot = tokenizer.convert_tokens_to_ids("<|endoftext|>")
         examples = [ex for ex in (example(tokenizer, r, eot) for r in records)
-                    if len(ex.ids) < n and any(ex.loss_ok)]
+                    if len(ex.ids) < n and any(ex.loss_ok)
+                    and not (drop_loops and token_loop([i for i, ok in zip(ex.ids, ex.loss_ok)
+                                                        if ok]))]
+        self.kept, self.total = len(examples), len(records)
         if not examples:
             raise ValueError(f"no distillation record fits a row of {n} tokens")
         super().__init__(tokenizer, lambda rng: rng.choice(examples), n, encode=False)

@@ -52,6 +52,7 @@ class TrainConfig:
     attn: str = "sdpa"  # "sdpa" | "eager" (both exact with the float mask)
     transcripts_file: str | None = None  # JSONL of transcript records (see transcripts.py)
     distill_file: str | None = None  # JSONL of AR-mode completions (see distill.py)
+    distill_drop_loops: bool = True  # leave out completions with a token loop (distill.token_loop)
     code_root: str | None = None  # train on the .py files under this dir (default: the machine's)
     real_names: float = 0.5  # share of copy/call names drawn from real packages (names.harvest)
     vocab_names: float = 0.25  # share built from the tokenizer's word tokens (names.vocab_thing)
@@ -196,7 +197,11 @@ def _sources(cfg: TrainConfig, tok, split: str = "train",
         if not cfg.distill_file:
             raise ValueError("mix has distill but no --distill FILE was given")
         from clover_cli.engine.training import distill
-        src["distill"] = distill.DistillSource(tok, distill.load(cfg.distill_file), cfg.seq_len)
+        src["distill"] = distill.DistillSource(tok, distill.load(cfg.distill_file), cfg.seq_len,
+                                               drop_loops=cfg.distill_drop_loops)
+        if echo:
+            echo(f"distillation records: {src['distill'].kept} of {src['distill'].total} kept"
+                 + (" (token loops left out)" if cfg.distill_drop_loops else ""))
     return src
 
 

@@ -133,3 +133,20 @@ def test_make_distill_command(tmp_path, bundled_dir):
                                      "--from", str(tmp_path / "missing")])
     assert res.exit_code == 1 and "Error" in res.output
     assert not (tmp_path / "d.jsonl").exists()
+
+
+def test_token_loops_are_found_and_left_out(tok):
+    from clover_cli.engine.training.distill import DistillSource, token_loop
+
+    assert token_loop([5, 5, 5, 5]) and not token_loop([5, 5, 5, 6])
+    assert token_loop([1, 2] * 4) and not token_loop([1, 2] * 3 + [1])
+    assert token_loop([7, 8, 9] * 4) and not token_loop(list(range(40)))
+    line = "    return self.name\n"
+    loops = {"prompt": "def f(x):\n", "completion": "    if not not not not not not x", "finish": "length"}
+    lines = {"prompt": "def g(x):\n", "completion": line * 3, "finish": "length"}
+    assert not token_loop(tok(line * 3, add_special_tokens=False)["input_ids"])
+    src = DistillSource(tok, [loops, lines], n=64)
+    assert (src.kept, src.total) == (1, 2)
+    rng = random.Random(0)
+    assert all("not not" not in tok.decode(src.row(rng, 64).ids) for _ in range(10))
+    assert DistillSource(tok, [loops, lines], n=64, drop_loops=False).kept == 2
