@@ -195,3 +195,13 @@ class DistillSource(PackedChatSource):
         if not examples:
             raise ValueError(f"no distillation record fits a row of {n} tokens")
         super().__init__(tokenizer, lambda rng: rng.choice(examples), n, encode=False)
+
+
+def source(path: str, tokenizer, n: int, drop_loops: bool,
+           echo: Callable[[str], None] | None = None) -> DistillSource:
+    """The trainer's `distill` source from a file; says how many records it kept."""
+    src = DistillSource(tokenizer, load(path), n, drop_loops=drop_loops)
+    if echo:
+        echo(f"distillation records: {src.kept} of {src.total} kept"
+             + (" (token loops left out)" if drop_loops else ""))
+    return src

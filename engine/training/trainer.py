@@ -197,11 +197,8 @@ def _sources(cfg: TrainConfig, tok, split: str = "train",
         if not cfg.distill_file:
             raise ValueError("mix has distill but no --distill FILE was given")
         from clover_cli.engine.training import distill
-        src["distill"] = distill.DistillSource(tok, distill.load(cfg.distill_file), cfg.seq_len,
-                                               drop_loops=cfg.distill_drop_loops)
-        if echo:
-            echo(f"distillation records: {src['distill'].kept} of {src['distill'].total} kept"
-                 + (" (token loops left out)" if cfg.distill_drop_loops else ""))
+        src["distill"] = distill.source(cfg.distill_file, tok, cfg.seq_len,
+                                        cfg.distill_drop_loops, echo)
     return src
 
 

@@ -116,7 +116,9 @@ def test_distill_batches_never_use_the_ar_layout(tmp_path, bundled_dir):
                       seq_len=64, batch_size=2, lr=1e-2, warmup=1, steps=6, log_every=3,
                       save_every=100, eval_every=1000, mix={"distill": 1.0}, ar_fraction=1.0,
                       threads=1, distill_file=str(f), real_names=0.0, vocab_names=0.0)
-    tr = Trainer(cfg, echo=lambda s: None)
+    said: list[str] = []
+    tr = Trainer(cfg, echo=said.append)
+    assert "distillation records: 8 of 8 kept (token loops left out)" in said
     kinds = {tr.micro_step()[1] for _ in range(6)}
     assert kinds == {"bd"}
     with pytest.raises(ValueError, match="--distill FILE"):
