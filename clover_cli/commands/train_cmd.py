@@ -47,6 +47,10 @@ def _mix(text: str) -> dict:
 @click.option("--distill-drop-loops/--distill-keep-loops", "distill_drop_loops", default=True,
               show_default=True,
               help="Leave out distillation records whose completion loops on a 1-3 token pattern.")
+@click.option("--distill-parsing-only", "distill_parsing_only", is_flag=True, default=False,
+              help="Keep only distillation records whose prompt + completion parses (as "
+                   "`clover bench` judges code): train the parallel mode on the teacher's "
+                   "good completions only.")
 @click.option("--ar-fraction", default=0.0, show_default=True,
               help="Share of micro-batches with the auxiliary AR (block size 1) layout.")
 @click.option("--real-names", "real_names", default=0.5, show_default=True, type=float,
@@ -80,7 +84,7 @@ def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_
           lr, warmup, seed, dtype, device, mix, transcripts_file, ar_fraction, real_names,
           vocab_names, eos_fill,
           eval_every, save_every, log_every, max_minutes, threads, attn, no_eval, make_transcripts, tests_share, export,
-          distill_file, make_distill, distill_drop_loops):
+          distill_file, make_distill, distill_drop_loops, distill_parsing_only):
     """Train the block-diffusion model (SDAR/BD3-LM objective); resumes from OUT if present."""
     if export:
         from clover_cli.engine.training.modeling import export_model
@@ -124,7 +128,8 @@ def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_
                           max_minutes=max_minutes, threads=threads, attn=attn,
                           transcripts_file=transcripts_file, real_names=real_names,
                           vocab_names=vocab_names, eos_fill=eos_fill,
-                          distill_file=distill_file, distill_drop_loops=distill_drop_loops)
+                          distill_file=distill_file, distill_drop_loops=distill_drop_loops,
+                          distill_parsing_only=distill_parsing_only)
         trainer = Trainer(cfg, echo=lambda s: click.echo(s))
     except ValueError as e:
         raise click.ClickException(str(e)) from None

@@ -180,28 +180,42 @@ class DistillSource(PackedChatSource):
 
     layouts = ("bd",)  # never the AR layout: AR mode is the teacher these records came from
 
-    def __init__(self, tokenizer, records: list[dict], n: int = 256, drop_loops: bool = True):
+    def __init__(self, tokenizer, records: list[dict], n: int = 256, drop_loops: bool = True,
+                 parsing_only: bool = False):
         """drop_loops: leave out records whose completion holds a token loop (token_loop). A
         small teacher's loops are the easiest thing to learn in parallel: trained on them, the
-        block mode filled whole blocks with one token (`not not not ...`) at high confidence."""
+        block mode filled whole blocks with one token (`not not not ...`) at high confidence.
+        parsing_only: keep only records whose prompt + completion parses as `clover bench`
+        judges code (rejection sampling on the teacher's own outputs, as in STaR, Zelikman et
+        al. 2022, and RFT, Yuan et al. 2023), so the parallel mode learns the teacher's good
+        completions rather than all of them."""
+        total = len(records)
+        if parsing_only:
+            from clover_cli.bench import code_parses
+
+            records = [r for r in records if code_parses(r["prompt"], r["completion"])]
         if not records:
-            raise ValueError("the distillation file has no records")
+            raise ValueError("the distillation file has no records"
+                             + (" whose completion parses" if parsing_only else ""))
         eot = tokenizer.convert_tokens_to_ids("<|endoftext|>")
         examples = [ex for ex in (example(tokenizer, r, eot) for r in records)
                     if len(ex.ids) < n and any(ex.loss_ok)
                     and not (drop_loops and token_loop([i for i, ok in zip(ex.ids, ex.loss_ok)
                                                         if ok]))]
-        self.kept, self.total = len(examples), len(records)
+        self.kept, self.total = len(examples), total
         if not examples:
             raise ValueError(f"no distillation record fits a row of {n} tokens")
         super().__init__(tokenizer, lambda rng: rng.choice(examples), n, encode=False)
 
 
 def source(path: str, tokenizer, n: int, drop_loops: bool,
-           echo: Callable[[str], None] | None = None) -> DistillSource:
+           echo: Callable[[str], None] | None = None,
+           parsing_only: bool = False) -> DistillSource:
     """The trainer's `distill` source from a file; says how many records it kept."""
-    src = DistillSource(tokenizer, load(path), n, drop_loops=drop_loops)
+    src = DistillSource(tokenizer, load(path), n, drop_loops=drop_loops, parsing_only=parsing_only)
     if echo:
+        left_out = [w for w, on in (("token loops", drop_loops),
+                                    ("completions that do not parse", parsing_only)) if on]
         echo(f"distillation records: {src.kept} of {src.total} kept"
-             + (" (token loops left out)" if drop_loops else ""))
+             + (f" ({' and '.join(left_out)} left out)" if left_out else ""))
     return src

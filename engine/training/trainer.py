@@ -53,6 +53,7 @@ class TrainConfig:
     transcripts_file: str | None = None  # JSONL of transcript records (see transcripts.py)
     distill_file: str | None = None  # JSONL of AR-mode completions (see distill.py)
     distill_drop_loops: bool = True  # leave out completions with a token loop (distill.token_loop)
+    distill_parsing_only: bool = False  # keep only completions that parse (rejection sampling)
     code_root: str | None = None  # train on the .py files under this dir (default: the machine's)
     real_names: float = 0.5  # share of copy/call names drawn from real packages (names.harvest)
     vocab_names: float = 0.25  # share built from the tokenizer's word tokens (names.vocab_thing)
@@ -198,7 +199,7 @@ def _sources(cfg: TrainConfig, tok, split: str = "train",
             raise ValueError("mix has distill but no --distill FILE was given")
         from clover_cli.engine.training import distill
         src["distill"] = distill.source(cfg.distill_file, tok, cfg.seq_len,
-                                        cfg.distill_drop_loops, echo)
+                                        cfg.distill_drop_loops, echo, cfg.distill_parsing_only)
     return src
 
 

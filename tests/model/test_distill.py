@@ -152,3 +152,28 @@ def test_token_loops_are_found_and_left_out(tok):
     rng = random.Random(0)
     assert all("not not" not in tok.decode(src.row(rng, 64).ids) for _ in range(10))
     assert DistillSource(tok, [loops, lines], n=64, drop_loops=False).kept == 2
+
+
+def test_parsing_only_keeps_the_completions_that_parse(tok, tmp_path, bundled_dir):
+    from clover_cli.engine.training.distill import DistillSource
+    from clover_cli.engine.training.trainer import TrainConfig, Trainer
+
+    good = {"prompt": "def f(x):\n", "completion": "    return x + 1\n", "finish": "eos"}
+    bad = {"prompt": "def g(x):\n", "completion": "    return (x +\n    ]\n", "finish": "length"}
+    src = DistillSource(tok, [good, bad], n=64, parsing_only=True)
+    assert (src.kept, src.total) == (1, 2)
+    rng = random.Random(0)
+    assert all("]" not in tok.decode(src.row(rng, 64).ids) for _ in range(10))
+    assert DistillSource(tok, [good, bad], n=64).kept == 2
+    with pytest.raises(ValueError, match="whose completion parses"):
+        DistillSource(tok, [bad], n=64, parsing_only=True)
+    f = tmp_path / "d.jsonl"
+    f.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+    cfg = TrainConfig(out=str(tmp_path / "run"), size="micro", tokenizer_dir=str(bundled_dir),
+                      seq_len=64, batch_size=2, steps=1, mix={"distill": 1.0}, threads=1,
+                      distill_file=str(f), distill_parsing_only=True, real_names=0.0,
+                      vocab_names=0.0)
+    said: list[str] = []
+    Trainer(cfg, echo=said.append)
+    assert ("distillation records: 1 of 2 kept (token loops and completions that do not parse "
+            "left out)") in said
