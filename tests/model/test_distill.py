@@ -177,3 +177,24 @@ def test_parsing_only_keeps_the_completions_that_parse(tok, tmp_path, bundled_di
     Trainer(cfg, echo=said.append)
     assert ("distillation records: 1 of 2 kept (token loops and completions that do not parse "
             "left out)") in said
+
+
+def test_distill_filter_flags_reach_the_trainer(tmp_path, monkeypatch):
+    from clover_cli.commands.train_cmd import train
+    from clover_cli.engine.training import trainer as trainer_mod
+
+    seen = []
+
+    class Stop:
+        def __init__(self, cfg, echo=None):
+            seen.append(cfg)
+            raise ValueError("stopped by the test")
+
+    monkeypatch.setattr(trainer_mod, "Trainer", Stop)
+    base = ["--out", str(tmp_path / "run"), "--mix", "distill:1", "--distill",
+            str(tmp_path / "d.jsonl"), "--no-eval"]
+    for flags, want in (([], (True, False)),
+                        (["--distill-keep-loops", "--distill-parsing-only"], (False, True))):
+        res = CliRunner().invoke(train, base + flags)
+        assert res.exit_code == 1 and "stopped by the test" in res.output, res.output
+        assert (seen[-1].distill_drop_loops, seen[-1].distill_parsing_only) == want
