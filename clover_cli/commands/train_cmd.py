@@ -51,6 +51,13 @@ def _mix(text: str) -> dict:
               help="Keep only distillation records whose prompt + completion parses (as "
                    "`clover bench` judges code): train the parallel mode on the teacher's "
                    "good completions only.")
+@click.option("--grow-layers", "grow_layers", default=0, show_default=True, type=click.IntRange(0),
+              help="With --from: insert this many decoder layers, each a copy of the one before "
+                   "with its output projections zeroed, so the grown model starts out computing "
+                   "exactly what --from did (block expansion, LLaMA Pro).")
+@click.option("--train-new-only", "train_new_only", is_flag=True, default=False,
+              help="With --grow-layers: train only the inserted layers; every other weight stays "
+                   "as --from had it.")
 @click.option("--ar-fraction", default=0.0, show_default=True,
               help="Share of micro-batches with the auxiliary AR (block size 1) layout.")
 @click.option("--real-names", "real_names", default=0.5, show_default=True, type=float,
@@ -84,7 +91,8 @@ def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_
           lr, warmup, seed, dtype, device, mix, transcripts_file, ar_fraction, real_names,
           vocab_names, eos_fill,
           eval_every, save_every, log_every, max_minutes, threads, attn, no_eval, make_transcripts, tests_share, export,
-          distill_file, make_distill, distill_drop_loops, distill_parsing_only):
+          distill_file, make_distill, distill_drop_loops, distill_parsing_only, grow_layers,
+          train_new_only):
     """Train the block-diffusion model (SDAR/BD3-LM objective); resumes from OUT if present."""
     if export:
         from clover_cli.engine.training.modeling import export_model
@@ -129,7 +137,8 @@ def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_
                           transcripts_file=transcripts_file, real_names=real_names,
                           vocab_names=vocab_names, eos_fill=eos_fill,
                           distill_file=distill_file, distill_drop_loops=distill_drop_loops,
-                          distill_parsing_only=distill_parsing_only)
+                          distill_parsing_only=distill_parsing_only, grow_layers=grow_layers,
+                          train_new_only=train_new_only)
         trainer = Trainer(cfg, echo=lambda s: click.echo(s))
     except ValueError as e:
         raise click.ClickException(str(e)) from None

@@ -154,3 +154,18 @@ def bd_forward_loss(model, ids: torch.Tensor, block_size: int, mask_id: int,
     logits[..., mask_id] = torch.finfo(logits.dtype).min  # the mask is never a prediction
     loss = torch.nn.functional.cross_entropy(logits, targets[masked])
     return loss, count
+
+
+def heldout_loss(model, rows, block_size: int, mask_id: int, seed: int = 1234) -> float:
+    """Mean block-diffusion loss over fixed held-out rows (fixed noise seed)."""
+    gen = torch.Generator().manual_seed(seed)
+    total, count = 0.0, 0
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        for ex in rows:
+            ids = torch.tensor([ex.ids], device=device)
+            ok = torch.tensor([ex.loss_ok], device=device)
+            loss, c = bd_forward_loss(model, ids, block_size, mask_id, gen, loss_ok=ok)
+            total += float(loss) * c
+            count += c
+    return total / max(count, 1)

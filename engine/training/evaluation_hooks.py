@@ -225,7 +225,7 @@ def word_copy(model, tok, n: int, seed: int, compound: bool = False) -> float:
 
 def make_evaluator(trainer, n_code_rows: int = 8, n_calls: int = 20):
     """A closure computing the eval dict for the trainer's current model."""
-    from clover_cli.engine.training.trainer import heldout_loss
+    from clover_cli.engine.training.blockdiff import heldout_loss
 
     cfg, tok = trainer.cfg, trainer.tok
     code_rows = list(fixed_batches(CodeSource(tok, "eval"), n_code_rows, cfg.seq_len, seed=7))
@@ -277,7 +277,7 @@ def evaluate_dir(model_dir: str, transcripts_file: str, n: int = 30, seed: int =
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from clover_cli.engine.training.trainer import heldout_loss
+    from clover_cli.engine.training.blockdiff import heldout_loss
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32,

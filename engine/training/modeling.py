@@ -76,6 +76,79 @@ def adapt_from_ar(src: Path, tokenizer, block_size: int = BLOCK_SIZE, attn: str 
     return model
 
 
+def new_layer_indices(n_old: int, n_new: int) -> list[int]:
+    """Where grow_layers puts its n_new layers in the grown stack of n_old + n_new: one after
+    each of n_new evenly spaced groups of the old layers (6 + 3: after old layers 1, 3, 5, i.e.
+    new indices 2, 5, 8). Deterministic, so a resumed run finds the same layers to train."""
+    if not 0 < n_new <= n_old:
+        raise ValueError(f"grow by 1 to {n_old} layers (the model has {n_old}), not {n_new}")
+    ends = {round((g + 1) * n_old / n_new) - 1 for g in range(n_new)}
+    out, i = [], 0
+    for old in range(n_old):
+        i += 1
+        if old in ends:
+            out.append(i)
+            i += 1
+    return out
+
+
+def grow_layers(model, n_new: int):
+    """Block expansion (LLaMA Pro, Wu et al. 2024, arXiv:2401.02415): a model with n_new more
+    decoder layers, each a copy of the layer before it with its two output projections
+    (o_proj, down_proj) zeroed, so each new layer adds nothing to the residual stream and the
+    grown model computes exactly what the old one did. Training then gives the new layers
+    capacity of their own (`train_new_only` leaves the old weights as they were)."""
+    import copy
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    cfg = copy.deepcopy(model.config)
+    n_old = cfg.num_hidden_layers
+    added = new_layer_indices(n_old, n_new)
+    cfg.num_hidden_layers = n_old + n_new
+    if getattr(cfg, "layer_types", None):
+        types, old_types = [], list(cfg.layer_types)
+        for i in range(cfg.num_hidden_layers):
+            types.append(types[-1] if i in added else old_types.pop(0))
+        cfg.layer_types = types
+    grown = AutoModelForCausalLM.from_config(cfg, dtype=next(model.parameters()).dtype,
+                                             attn_implementation=cfg._attn_implementation)
+    old_sd, sd = model.state_dict(), {}
+    old_of = {}  # grown index -> the old layer it copies
+    j = -1
+    for i in range(cfg.num_hidden_layers):
+        j += i not in added
+        old_of[i] = j
+    for key, value in old_sd.items():
+        if not key.startswith("model.layers."):
+            sd[key] = value
+    for i, j in old_of.items():
+        prefix = f"model.layers.{j}."
+        for key, value in old_sd.items():
+            if key.startswith(prefix):
+                name = key[len(prefix):]
+                zero = i in added and name in ("self_attn.o_proj.weight", "mlp.down_proj.weight")
+                sd[f"model.layers.{i}.{name}"] = torch.zeros_like(value) if zero else value.clone()
+    missing, unexpected = grown.load_state_dict(sd, strict=False)
+    if unexpected or [k for k in missing if "lm_head" not in k]:
+        raise ValueError(f"grow_layers: state dict mismatch ({missing}, {unexpected})")
+    if cfg.tie_word_embeddings:
+        grown.tie_weights()
+    return grown
+
+
+def train_only_layers(model, layers: list[int]) -> int:
+    """Freeze every parameter but those of the given decoder layers; returns the count left
+    trainable."""
+    keep = tuple(f"model.layers.{i}." for i in layers)
+    n = 0
+    for name, p in model.named_parameters():
+        p.requires_grad_(name.startswith(keep))
+        n += p.numel() if p.requires_grad else 0
+    return n
+
+
 def param_count(model) -> int:
     """Unique parameters (tied embeddings counted once)."""
     seen, total = set(), 0

@@ -58,6 +58,8 @@ class TrainConfig:
     real_names: float = 0.5  # share of copy/call names drawn from real packages (names.harvest)
     vocab_names: float = 0.25  # share built from the tokenizer's word tokens (names.vocab_thing)
     eos_fill: bool = True  # score the rest of an answer's last block as EOS (blockdiff.eos_fill)
+    grow_layers: int = 0  # block expansion of the --from model (modeling.grow_layers)
+    train_new_only: bool = False  # train only the grown layers (LLaMA Pro); the rest frozen
 
     def __post_init__(self) -> None:
         if self.seq_len % self.block_size:
@@ -73,6 +75,8 @@ class TrainConfig:
             raise ValueError("real_names and vocab_names must be in [0, 1] with a sum <= 1")
         if self.batch_size < 1 or self.grad_accum < 1 or self.steps < 1:
             raise ValueError("batch_size, grad_accum and steps must be >= 1")
+        if (self.grow_layers and not self.from_dir) or (self.train_new_only and not self.grow_layers):
+            raise ValueError("--grow-layers needs --from DIR; --train-new-only needs --grow-layers")
 
 
 def lr_at(cfg: TrainConfig, step: int) -> float:
@@ -115,6 +119,8 @@ def _model(cfg: TrainConfig, out: Path, tok):
                                                      attn_implementation=cfg.attn)
     elif cfg.from_dir:
         model = modeling.adapt_from_ar(Path(cfg.from_dir), tok, cfg.block_size, cfg.attn)
+        if cfg.grow_layers:
+            model = modeling.grow_layers(model, cfg.grow_layers)
     else:
         model = modeling.build_model(modeling.new_config(tok, cfg.size, block_size=cfg.block_size),
                                      attn=cfg.attn)
@@ -241,8 +247,13 @@ class Trainer:
         self.mask_id = int(self.model.config.mask_token_id)
         self.pad_id = self.tok.convert_tokens_to_ids("<|pad|>")
         self.eos_id = self.tok.convert_tokens_to_ids("<|im_end|>")
-        decay = [p for n, p in self.model.named_parameters() if p.dim() >= 2]
-        other = [p for n, p in self.model.named_parameters() if p.dim() < 2]
+        if cfg.train_new_only:
+            n = self.model.config.num_hidden_layers - cfg.grow_layers
+            new = modeling.new_layer_indices(n, cfg.grow_layers)
+            echo(f"training only the grown layers {new}: "
+                 f"{modeling.train_only_layers(self.model, new):,} parameters, the rest frozen")
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        decay, other = [p for p in params if p.dim() >= 2], [p for p in params if p.dim() < 2]
         self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
                                       {"params": other, "weight_decay": 0.0}],
                                      lr=cfg.lr, betas=(0.9, 0.95))
@@ -378,21 +389,6 @@ def _mean(xs: list[float]) -> float | None:
 
 def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
-
-
-def heldout_loss(model, rows, block_size: int, mask_id: int, seed: int = 1234) -> float:
-    """Mean block-diffusion loss over fixed held-out rows (fixed noise seed)."""
-    gen = torch.Generator().manual_seed(seed)
-    total, count = 0.0, 0
-    device = next(model.parameters()).device
-    with torch.no_grad():
-        for ex in rows:
-            ids = torch.tensor([ex.ids], device=device)
-            ok = torch.tensor([ex.loss_ok], device=device)
-            loss, c = blockdiff.bd_forward_loss(model, ids, block_size, mask_id, gen, loss_ok=ok)
-            total += float(loss) * c
-            count += c
-    return total / max(count, 1)
 
 
 if __name__ == "__main__":  # pragma: no cover
