@@ -32,3 +32,20 @@ def micro_model(tok):
 
     torch.manual_seed(0)
     return modeling.build_model(modeling.new_config(tok, "micro"))
+
+
+@pytest.fixture()
+def train_configs(monkeypatch):
+    """`clover train`'s TrainConfig objects, captured: the Trainer is replaced by a stub that
+    records its config and stops with a ValueError (exit 1, "stopped by the test")."""
+    from clover_cli.engine.training import trainer as trainer_mod
+
+    seen: list = []
+
+    class Stop:
+        def __init__(self, cfg, echo=None):
+            seen.append(cfg)
+            raise ValueError("stopped by the test")
+
+    monkeypatch.setattr(trainer_mod, "Trainer", Stop)
+    return seen

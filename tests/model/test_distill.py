@@ -179,18 +179,10 @@ def test_parsing_only_keeps_the_completions_that_parse(tok, tmp_path, bundled_di
             "left out)") in said
 
 
-def test_distill_filter_flags_reach_the_trainer(tmp_path, monkeypatch):
+def test_distill_filter_flags_reach_the_trainer(tmp_path, train_configs):
     from clover_cli.commands.train_cmd import train
-    from clover_cli.engine.training import trainer as trainer_mod
 
-    seen = []
-
-    class Stop:
-        def __init__(self, cfg, echo=None):
-            seen.append(cfg)
-            raise ValueError("stopped by the test")
-
-    monkeypatch.setattr(trainer_mod, "Trainer", Stop)
+    seen = train_configs
     base = ["--out", str(tmp_path / "run"), "--mix", "distill:1", "--distill",
             str(tmp_path / "d.jsonl"), "--no-eval"]
     for flags, want in (([], (True, False)),

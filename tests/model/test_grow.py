@@ -95,18 +95,10 @@ def test_grow_flags_need_a_start_checkpoint(tmp_path, corpus_dir, bundled_dir):
             _cfg(tmp_path, corpus_dir, bundled_dir, **kw)
 
 
-def test_grow_flags_reach_the_trainer(tmp_path, monkeypatch):
+def test_grow_flags_reach_the_trainer(tmp_path, train_configs):
     from clover_cli.commands.train_cmd import train
-    from clover_cli.engine.training import trainer as trainer_mod
 
-    seen = []
-
-    class Stop:
-        def __init__(self, cfg, echo=None):
-            seen.append(cfg)
-            raise ValueError("stopped by the test")
-
-    monkeypatch.setattr(trainer_mod, "Trainer", Stop)
+    seen = train_configs
     base = ["--out", str(tmp_path / "run"), "--from", str(tmp_path), "--no-eval"]
     for flags, want in (([], (0, False)), (["--grow-layers", "3", "--train-new-only"], (3, True))):
         res = CliRunner().invoke(train, base + flags)
