@@ -8,9 +8,12 @@ from clover_cli.engine.tiny import build_tiny_checkpoint
 
 @pytest.fixture(autouse=True)
 def _isolated_user_config(tmp_path_factory, monkeypatch):
-    """Keep the developer's ~/.config/clover out of every test and every `clover` subprocess
-    (`clover`, `clover run` and `clover fix` read it)."""
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg")))
+    """Keep the developer's ~/.config/clover, state and caches out of every test and every
+    `clover` subprocess (user config, trust list, sessions, checkpoints, approvals, repo-map cache)."""
+    base = tmp_path_factory.mktemp("xdg")
+    for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_STATE_HOME", "state"),
+                     ("XDG_CACHE_HOME", "cache")):
+        monkeypatch.setenv(var, str(base / sub))
 
 
 @pytest.fixture(scope="session")

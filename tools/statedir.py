@@ -1,0 +1,66 @@
+"""Where Clover keeps its own state for a repository: outside the repository, in the user's dirs.
+
+A repository is untrusted content (docs/security.md): nothing Clover *reads back* as its own state
+(sessions, approvals, the checkpoint index, caches, prompt history) may live inside it, or a cloned
+repository could ship it. Each repository gets one folder per kind, keyed by its real path:
+
+    $XDG_STATE_HOME/clover/repos/<name>-<hash>/   sessions, checkpoints, approvals, history
+    $XDG_CACHE_HOME/clover/repos/<name>-<hash>/   rebuildable caches (the repo map)
+
+`<hash>` is the first 16 hex digits of sha256 of the resolved root, so two clones never share
+state and a symlinked path reaches the same folder as the real one. `<name>` is the root's base
+name, sanitised, only so that a person can find the folder. Folders are created 0700.
+
+Only the standard library is imported here, so every layer may use it (tools import nothing of ours).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+
+__all__ = ["state_home", "cache_home", "repo_key", "repo_state_dir", "repo_cache_dir"]
+
+
+def _xdg(var: str, default: str) -> Path:
+    value = os.environ.get(var, "")
+    # The XDG spec: a relative value is invalid and must be ignored.
+    if value and os.path.isabs(value):
+        return Path(value)
+    return Path.home() / default
+
+
+def state_home() -> Path:
+    """`$XDG_STATE_HOME/clover` (default `~/.local/state/clover`)."""
+    return _xdg("XDG_STATE_HOME", ".local/state") / "clover"
+
+
+def cache_home() -> Path:
+    """`$XDG_CACHE_HOME/clover` (default `~/.cache/clover`)."""
+    return _xdg("XDG_CACHE_HOME", ".cache") / "clover"
+
+
+def repo_key(root: Path | str) -> str:
+    """`<name>-<hash16>` for the repository at `root` (resolved, so symlinks agree)."""
+    real = os.path.realpath(os.fspath(root))
+    digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:16]
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", os.path.basename(real) or "root")[:40].lstrip(".") or "root"
+    return f"{name}-{digest}"
+
+
+def _private(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return path
+
+
+def repo_state_dir(root: Path | str, *parts: str, create: bool = True) -> Path:
+    """The repository's state folder (or a subfolder of it), created 0700 unless `create=False`."""
+    path = state_home().joinpath("repos", repo_key(root), *parts)
+    return _private(path) if create else path
+
+
+def repo_cache_dir(root: Path | str, *parts: str, create: bool = True) -> Path:
+    """The repository's cache folder (or a subfolder of it), created 0700 unless `create=False`."""
+    path = cache_home().joinpath("repos", repo_key(root), *parts)
+    return _private(path) if create else path
