@@ -80,7 +80,7 @@ train --steps "$STEPS" --eval-every 1000000 --save-every 500 --max-minutes "$TRA
 # 3. export (bf16) and evaluate
 mkdir -p "$OUT/model"
 $PY -m clover_cli.cli train --export "$RUN" "$OUT/model" 2>&1 | tee -a "$LOG"
-$PY -m clover_cli.engine.training.evaluation_hooks "$OUT/model" "$TRANSCRIPTS" "$EVAL_N" \
+$PY -m clover_cli.training.evaluation_hooks "$OUT/model" "$TRANSCRIPTS" "$EVAL_N" \
     > "$OUT/eval.json" 2>> "$LOG"
 rm -f "$RUN/optimizer.pt"  # 2x the weights; $RUN/model (fp32) and $OUT/model (bf16) come back
 cat "$OUT/eval.json"

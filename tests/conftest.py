@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from clover_cli.engine.tiny import build_tiny_checkpoint
+from clover_cli.training.tiny import build_tiny_checkpoint
 
 
 @pytest.fixture(autouse=True)

@@ -95,7 +95,7 @@ def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_
           train_new_only):
     """Train the block-diffusion model (SDAR/BD3-LM objective); resumes from OUT if present."""
     if export:
-        from clover_cli.engine.training.modeling import export_model
+        from clover_cli.training.modeling import export_model
         try:
             dest = export_model(export[0], export[1])
         except (FileNotFoundError, OSError, ValueError) as e:
@@ -105,7 +105,7 @@ def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_
     if make_transcripts:
         if not transcripts_file:
             raise click.UsageError("--make-transcripts needs --transcripts FILE")
-        from clover_cli.engine.training.transcripts import generate
+        from clover_cli.training.transcripts import generate
         counts: dict = {}
         if not 0.0 <= tests_share <= 1.0:
             raise click.UsageError("--tests-share must be between 0 and 1")
@@ -120,8 +120,8 @@ def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_
     if make_distill:
         _make_distill(make_distill, distill_file, from_dir or "tiny", seed)
         return
-    from clover_cli.engine.training.evaluation_hooks import make_evaluator
-    from clover_cli.engine.training.trainer import TrainConfig, Trainer
+    from clover_cli.training.evaluation_hooks import make_evaluator
+    from clover_cli.training.trainer import TrainConfig, Trainer
 
     if from_dir == "tiny":
         from clover_cli.engine.loader import bundled_tiny_dir
@@ -151,7 +151,7 @@ def _make_distill(n: int, path: str | None, teacher: str, seed: int) -> None:
     if not path:
         raise click.UsageError("--make-distill needs --distill FILE")
     from clover_cli.engine.loader import ModelLoadError
-    from clover_cli.engine.training import distill
+    from clover_cli.training import distill
 
     step = max(1, n // 20)
 

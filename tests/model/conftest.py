@@ -28,7 +28,7 @@ def tok(bundled_dir):
 def micro_model(tok):
     import torch
 
-    from clover_cli.engine.training import modeling
+    from clover_cli.training import modeling
 
     torch.manual_seed(0)
     return modeling.build_model(modeling.new_config(tok, "micro"))
@@ -38,7 +38,7 @@ def micro_model(tok):
 def train_configs(monkeypatch):
     """`clover train`'s TrainConfig objects, captured: the Trainer is replaced by a stub that
     records its config and stops with a ValueError (exit 1, "stopped by the test")."""
-    from clover_cli.engine.training import trainer as trainer_mod
+    from clover_cli.training import trainer as trainer_mod
 
     seen: list = []
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from clover_cli.engine.training import blockdiff
-from clover_cli.engine.training.evaluate import block_causal
+from clover_cli.training import blockdiff
+from clover_cli.training.evaluate import block_causal
 
 
 def test_pattern_entries():
@@ -91,7 +91,7 @@ def test_head_on_masked_positions_only_matches_full_logits(micro_model):
     one computed from the full [noisy ; clean] logits."""
     import torch
 
-    from clover_cli.engine.training import blockdiff
+    from clover_cli.training import blockdiff
 
     ids = torch.randint(20, 300, (2, 64))
     fast, n1 = blockdiff.bd_forward_loss(micro_model, ids, 32, 3, torch.Generator().manual_seed(5))

@@ -29,7 +29,7 @@ def test_loads_and_decodes(bundled_dir, tok):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from clover_cli.engine.training.evaluate import bd_generate
+    from clover_cli.training.evaluate import bd_generate
 
     model = AutoModelForCausalLM.from_pretrained(str(bundled_dir), dtype=torch.float32,
                                                  attn_implementation="eager")

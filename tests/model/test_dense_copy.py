@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import random
 
-from clover_cli.engine.training.curriculum import DenseCopySource
+from clover_cli.training.curriculum import DenseCopySource
 
 
 def _scored_runs(ids, ok):

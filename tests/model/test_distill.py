@@ -1,4 +1,4 @@
-"""Self-distillation data (engine/training/distill.py): bench-shaped prompts from the training
+"""Self-distillation data (clover_cli/training/distill.py): bench-shaped prompts from the training
 split, the teacher's AR-mode completions, rows that score only the completion and never train
 the AR layout."""
 from __future__ import annotations
@@ -26,7 +26,7 @@ class Point:
 
 
 def test_code_prompt_is_a_def_or_class_head_ending_in_newline():
-    from clover_cli.engine.training.distill import code_prompt
+    from clover_cli.training.distill import code_prompt
 
     seen = set()
     for seed in range(60):
@@ -42,7 +42,7 @@ def test_code_prompt_is_a_def_or_class_head_ending_in_newline():
 
 
 def test_example_scores_only_the_completion(tok):
-    from clover_cli.engine.training.distill import example
+    from clover_cli.training.distill import example
 
     eot = tok.convert_tokens_to_ids("<|endoftext|>")
     rec = {"prompt": "def add(a, b):\n", "completion": "    return a + b\n", "finish": "eos"}
@@ -56,7 +56,7 @@ def test_example_scores_only_the_completion(tok):
 
 
 def test_source_rows_start_at_zero_and_fill_the_row(tok):
-    from clover_cli.engine.training.distill import DistillSource
+    from clover_cli.training.distill import DistillSource
 
     recs = [{"prompt": f"def f{i}(x):\n", "completion": f"    return x + {i}\n", "finish": "eos"}
             for i in range(5)]
@@ -73,7 +73,7 @@ def test_source_rows_start_at_zero_and_fill_the_row(tok):
 
 
 def test_load_rejects_a_bad_line(tmp_path):
-    from clover_cli.engine.training.distill import load
+    from clover_cli.training.distill import load
 
     f = tmp_path / "d.jsonl"
     f.write_text(json.dumps({"prompt": "a", "completion": "b"}) + "\n\n{\"prompt\": 3}\n")
@@ -87,7 +87,7 @@ def test_generate_writes_the_engines_ar_mode_completion(tmp_path, bundled_dir):
     from clover_cli.engine.config import GenerationConfig
     from clover_cli.engine.decode import Engine
     from clover_cli.engine.loader import load_model
-    from clover_cli.engine.training import distill
+    from clover_cli.training import distill
 
     src = tmp_path / "m.py"
     src.write_text(SOURCE)
@@ -106,7 +106,7 @@ def test_generate_writes_the_engines_ar_mode_completion(tmp_path, bundled_dir):
 
 
 def test_distill_batches_never_use_the_ar_layout(tmp_path, bundled_dir):
-    from clover_cli.engine.training.trainer import TrainConfig, Trainer
+    from clover_cli.training.trainer import TrainConfig, Trainer
 
     f = tmp_path / "d.jsonl"
     f.write_text("".join(json.dumps({"prompt": f"def f{i}(x):\n", "completion":
@@ -138,7 +138,7 @@ def test_make_distill_command(tmp_path, bundled_dir):
 
 
 def test_token_loops_are_found_and_left_out(tok):
-    from clover_cli.engine.training.distill import DistillSource, token_loop
+    from clover_cli.training.distill import DistillSource, token_loop
 
     assert token_loop([5, 5, 5, 5]) and not token_loop([5, 5, 5, 6])
     assert token_loop([1, 2] * 4) and not token_loop([1, 2] * 3 + [1])
@@ -155,8 +155,8 @@ def test_token_loops_are_found_and_left_out(tok):
 
 
 def test_parsing_only_keeps_the_completions_that_parse(tok, tmp_path, bundled_dir):
-    from clover_cli.engine.training.distill import DistillSource
-    from clover_cli.engine.training.trainer import TrainConfig, Trainer
+    from clover_cli.training.distill import DistillSource
+    from clover_cli.training.trainer import TrainConfig, Trainer
 
     good = {"prompt": "def f(x):\n", "completion": "    return x + 1\n", "finish": "eos"}
     bad = {"prompt": "def g(x):\n", "completion": "    return (x +\n    ]\n", "finish": "length"}

@@ -5,8 +5,8 @@ import re
 
 
 def test_novel_phrasings_are_not_training_templates():
-    from clover_cli.engine.training import transcripts
-    from clover_cli.engine.training.evaluation_hooks import NOVEL_PHRASES
+    from clover_cli.training import transcripts
+    from clover_cli.training.evaluation_hooks import NOVEL_PHRASES
 
     reqs = transcripts.requests()
     for kind, phrases in NOVEL_PHRASES.items():
@@ -42,8 +42,8 @@ def test_novel_phrasings_are_not_near_copies_of_training_templates():
     from pathlib import Path
 
     from clover_cli import prompts
-    from clover_cli.engine.training import transcripts
-    from clover_cli.engine.training.evaluation_hooks import NOVEL_PHRASES
+    from clover_cli.training import transcripts
+    from clover_cli.training.evaluation_hooks import NOVEL_PHRASES
 
     reqs = transcripts.requests()
     wrap = reqs["wrap"]
@@ -64,7 +64,7 @@ def test_novel_phrasings_are_not_near_copies_of_training_templates():
 def test_user_text_wraps_some_requests_and_keeps_the_name():
     import random
 
-    from clover_cli.engine.training import transcripts
+    from clover_cli.training import transcripts
 
     rng = random.Random(3)
     texts = [transcripts.user_text(rng, "define", "parse_header") for _ in range(400)]
@@ -82,7 +82,7 @@ def test_user_text_wraps_some_requests_and_keeps_the_name():
 
 
 def test_call_prompts_reword_the_request_and_keep_the_expected_call(tok):
-    from clover_cli.engine.training.evaluation_hooks import NOVEL_PHRASES, call_prompts
+    from clover_cli.training.evaluation_hooks import NOVEL_PHRASES, call_prompts
 
     rec = {"kind": "define", "x": "parse_header", "tool": "grep",
            "arguments": {"pattern": "(def|class) parse_header"}, "root": "/r",
@@ -104,8 +104,8 @@ def test_copy_positions_scores_a_perfect_copier_and_a_constant_model(tok):
     true token, and 0.0 to one that always predicts a token no name contains."""
     import torch
 
-    from clover_cli.engine.training import curriculum, evaluation_hooks
-    from clover_cli.engine.training.data import chat_example
+    from clover_cli.training import curriculum, evaluation_hooks
+    from clover_cli.training.data import chat_example
 
     class Fake(torch.nn.Module):
         def __init__(self, oracle: bool):
@@ -134,7 +134,7 @@ def test_copy_positions_scores_a_perfect_copier_and_a_constant_model(tok):
     assert evaluation_hooks.word_copy(Fake(True), tok, 12, 1, compound=True) == 1.0
     assert evaluation_hooks.word_copy(Fake(False), tok, 12, 1, compound=True) == 0.0
     # and the compound probe copies names whose vocabulary part is two words run together
-    from clover_cli.engine.training import names
+    from clover_cli.training import names
     words = {w for w in names.vocab_words(tok) if w.islower() and len(w) > 2}
     asked: list[str] = []
 
@@ -168,8 +168,8 @@ def test_engine_generator_decodes_like_the_trainers_decoder(bundled_dir, tok):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from clover_cli.engine.training.evaluate import bd_generate
-    from clover_cli.engine.training.evaluation_hooks import call_prompts, engine_generator
+    from clover_cli.training.evaluate import bd_generate
+    from clover_cli.training.evaluation_hooks import call_prompts, engine_generator
 
     model = AutoModelForCausalLM.from_pretrained(str(bundled_dir), dtype=torch.float32).eval()
     mask_id, eos = int(model.config.mask_token_id), (tok.convert_tokens_to_ids("<|im_end|>"),)
@@ -185,7 +185,7 @@ def test_engine_generator_decodes_like_the_trainers_decoder(bundled_dir, tok):
 
 
 def test_parse_call_reads_calls_as_the_agent_does():
-    from clover_cli.engine.training.evaluation_hooks import parse_call
+    from clover_cli.training.evaluation_hooks import parse_call
 
     good = '<tool_call>{"name": "grep", "arguments": {"pattern": "(def|class) f"}}</tool_call>'
     stray = '<tool_call>{"name": "grep", "arguments": {"pattern": "(def|class) f"}}}</tool_call>'
@@ -200,7 +200,7 @@ def test_parse_call_reads_calls_as_the_agent_does():
 
 
 def test_call_accuracy_counts_strict_and_agent_readings(tok):
-    from clover_cli.engine.training.evaluation_hooks import call_accuracy
+    from clover_cli.training.evaluation_hooks import call_accuracy
 
     body = '<tool_call>{"name": "grep", "arguments": {"pattern": "x"}}}</tool_call><|im_end|>'
     ids = tok(body, add_special_tokens=False)["input_ids"]
@@ -222,7 +222,7 @@ def test_call_accuracy_counts_strict_and_agent_readings(tok):
 def test_answer_grounding_needs_every_fact_of_the_reference(tok):
     """An answer is grounded when it states the reference answer's files and numbers; the
     prompt is the conversation up to the real tool result."""
-    from clover_cli.engine.training.evaluation_hooks import answer_grounding
+    from clover_cli.training.evaluation_hooks import answer_grounding
 
     def rec(ref: str) -> dict:
         return {"messages": [
@@ -262,7 +262,7 @@ def test_bench_novel_phrasings_stay_out_of_training():
     from pathlib import Path
 
     from clover_cli import prompts
-    from clover_cli.engine.training import transcripts
+    from clover_cli.training import transcripts
 
     reqs = transcripts.requests()
     wrap = reqs["wrap"]
@@ -288,7 +288,7 @@ def test_trainers_decoder_never_decodes_after_a_committed_eos():
 
     import torch
 
-    from clover_cli.engine.training.evaluate import bd_generate
+    from clover_cli.training.evaluate import bd_generate
 
     V, MASK, EOS, TOK = 16, 3, 2, 7
     prompt = [5] * 10  # the block is positions 0-31; generation starts at 10

@@ -12,7 +12,7 @@ from tests.model.test_trainer import _cfg, corpus_dir  # noqa: F401 (fixture)
 
 
 def test_new_layers_go_after_evenly_spaced_groups():
-    from clover_cli.engine.training.modeling import new_layer_indices
+    from clover_cli.training.modeling import new_layer_indices
 
     assert new_layer_indices(6, 3) == [2, 5, 8]
     assert new_layer_indices(6, 2) == [3, 7]
@@ -27,7 +27,7 @@ def test_grown_model_computes_what_the_old_one_did(bundled_dir):
     import torch
     from transformers import AutoTokenizer
 
-    from clover_cli.engine.training import modeling
+    from clover_cli.training import modeling
 
     tok = AutoTokenizer.from_pretrained(str(bundled_dir))
     torch.manual_seed(0)
@@ -57,7 +57,7 @@ def test_train_new_only_trains_the_grown_layers_and_freezes_the_rest(tmp_path, c
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
 
-    from clover_cli.engine.training.trainer import Trainer
+    from clover_cli.training.trainer import Trainer
 
     Trainer(_cfg(tmp_path, corpus_dir, bundled_dir, steps=4, log_every=2, save_every=4),
             echo=lambda s: None).run()

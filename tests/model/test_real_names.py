@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from clover_cli.engine.training import curriculum, names, transcripts
+from clover_cli.training import curriculum, names, transcripts
 
 
 def _pkg(root: Path, name: str, files: dict[str, str]) -> None:
@@ -54,7 +54,7 @@ def test_harvest_excludes_the_transcripts_heldout_repositories(tmp_path):
     for name in held + kept:
         _pkg(root, name, {"__init__.py": "", "m.py": f"def fn_of_{name}():\n    pass\n"})
     real = names.harvest([root], exclude_repo=transcripts.is_heldout_repo)
-    from clover_cli.engine.training import corpus
+    from clover_cli.training import corpus
 
     # the code corpus's own held-out files (2% by path) stay out too
     want = {f"fn_of_{n}" for n in kept if not corpus.is_heldout(f"{n}/m.py")}
@@ -103,7 +103,7 @@ def test_calls_use_real_names_and_synthetic_eval_set_is_unchanged(tok):
 
 
 def test_trainer_pool_follows_the_config(tmp_path, roots, tok):
-    from clover_cli.engine.training.trainer import TrainConfig, _real_names
+    from clover_cli.training.trainer import TrainConfig, _real_names
 
     cfg = TrainConfig(out=str(tmp_path / "r"), code_root=str(roots), real_names=0.3,
                       vocab_names=0.2)

@@ -34,7 +34,7 @@ def _check(tok) -> None:
 @pytest.fixture(scope="module")
 def fresh_tok(tmp_path_factory):
     """A small tokenizer trained here with the project's recipe."""
-    from clover_cli.engine.training import tokenizer as T
+    from clover_cli.training import tokenizer as T
 
     texts = [c.format(X=n) for n in NAMES for c in CONTEXTS] * 20
     texts += ["def parse(self, args):\n    return self.args\n"] * 50

@@ -31,7 +31,7 @@ def corpus_dir(tmp_path):
 
 
 def _cfg(tmp_path, corpus_dir, bundled_dir, **kw):
-    from clover_cli.engine.training.trainer import TrainConfig
+    from clover_cli.training.trainer import TrainConfig
 
     base = dict(out=str(tmp_path / "run"), size="micro", tokenizer_dir=str(bundled_dir),
                 seq_len=64, batch_size=4, lr=1e-2, warmup=2, steps=30, log_every=5,
@@ -42,7 +42,7 @@ def _cfg(tmp_path, corpus_dir, bundled_dir, **kw):
 
 
 def test_loss_goes_down_and_resume(tmp_path, corpus_dir, bundled_dir):
-    from clover_cli.engine.training.trainer import Trainer
+    from clover_cli.training.trainer import Trainer
 
     lines: list[str] = []
     tr = Trainer(_cfg(tmp_path, corpus_dir, bundled_dir), echo=lines.append)
@@ -65,7 +65,7 @@ def test_loss_goes_down_and_resume(tmp_path, corpus_dir, bundled_dir):
 
 
 def test_ar_fraction_runs_both_layouts(tmp_path, corpus_dir, bundled_dir):
-    from clover_cli.engine.training.trainer import Trainer
+    from clover_cli.training.trainer import Trainer
 
     tr = Trainer(_cfg(tmp_path, corpus_dir, bundled_dir, steps=10, ar_fraction=0.5,
                       mix={"code": 1.0, "curriculum": 1.0}), echo=lambda s: None)
@@ -74,7 +74,7 @@ def test_ar_fraction_runs_both_layouts(tmp_path, corpus_dir, bundled_dir):
 
 
 def test_dense_copy_source_trains(tmp_path, corpus_dir, bundled_dir):
-    from clover_cli.engine.training.trainer import Trainer
+    from clover_cli.training.trainer import Trainer
 
     tr = Trainer(_cfg(tmp_path, corpus_dir, bundled_dir, steps=4, mix={"dense_copy": 1.0}),
                  echo=lambda s: None)
@@ -90,8 +90,8 @@ def test_adapt_ar_checkpoint(tmp_path, corpus_dir, bundled_dir):
     from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Config
     from transformers import Qwen3ForCausalLM
 
-    from clover_cli.engine.training.tokenizer import train_tokenizer
-    from clover_cli.engine.training.trainer import Trainer
+    from clover_cli.training.tokenizer import train_tokenizer
+    from clover_cli.training.trainer import Trainer
 
     ar = tmp_path / "ar"
     raw = train_tokenizer([corpus_dir / "m0.py"], vocab_size=300)
@@ -120,8 +120,8 @@ def test_adapt_ar_checkpoint(tmp_path, corpus_dir, bundled_dir):
 
 
 def test_export_to_bf16(tmp_path, corpus_dir, bundled_dir):
-    from clover_cli.engine.training.modeling import export_model
-    from clover_cli.engine.training.trainer import Trainer
+    from clover_cli.training.modeling import export_model
+    from clover_cli.training.trainer import Trainer
 
     Trainer(_cfg(tmp_path, corpus_dir, bundled_dir, steps=2, log_every=1, save_every=2),
             echo=lambda s: None).run()
@@ -138,7 +138,7 @@ def test_export_to_bf16(tmp_path, corpus_dir, bundled_dir):
 def test_bf16_training_steps(tmp_path, corpus_dir, bundled_dir):
     import torch
 
-    from clover_cli.engine.training.trainer import Trainer
+    from clover_cli.training.trainer import Trainer
 
     tr = Trainer(_cfg(tmp_path, corpus_dir, bundled_dir, steps=3, log_every=3, save_every=3,
                       dtype="bfloat16"), echo=lambda s: None)
@@ -151,7 +151,7 @@ def test_packer_refuses_rows_no_example_fits(tok):
     """A row length shorter than every example is an error, not a row of padding."""
     import random
 
-    from clover_cli.engine.training.data import PackedChatSource
+    from clover_cli.training.data import PackedChatSource
 
     long_chat = tok.apply_chat_template(
         [{"role": "user", "content": "word " * 200}, {"role": "assistant", "content": "ok"}],
@@ -162,9 +162,9 @@ def test_packer_refuses_rows_no_example_fits(tok):
 
 
 def test_evaluator_reports_teacher_forced_copy(tmp_path, corpus_dir, bundled_dir, monkeypatch):
-    from clover_cli.engine.training import evaluation_hooks
-    from clover_cli.engine.training.data import CodeSource
-    from clover_cli.engine.training.trainer import Trainer
+    from clover_cli.training import evaluation_hooks
+    from clover_cli.training.data import CodeSource
+    from clover_cli.training.trainer import Trainer
 
     files = sorted(corpus_dir.glob("*.py"))
     monkeypatch.setattr(evaluation_hooks, "CodeSource",
@@ -183,7 +183,7 @@ def test_continue_a_diffusion_checkpoint_keeps_its_record(tmp_path, corpus_dir, 
     import torch
     from safetensors.torch import load_file
 
-    from clover_cli.engine.training.trainer import Trainer
+    from clover_cli.training.trainer import Trainer
 
     Trainer(_cfg(tmp_path, corpus_dir, bundled_dir, steps=6, log_every=3, save_every=6),
             echo=lambda s: None).run()

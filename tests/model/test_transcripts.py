@@ -30,7 +30,7 @@ def package(tmp_path):
 
 def test_generated_calls_parse_validate_and_replay(tmp_path, package, tok):
     from clover_cli.agent.parsing import parse_tool_calls
-    from clover_cli.engine.training import transcripts
+    from clover_cli.training import transcripts
     from clover_cli.tools.registry import TOOL_NAMES, run_tool, tool_schemas, validate_args
 
     out = tmp_path / "t.jsonl"
@@ -59,7 +59,7 @@ def test_generated_calls_parse_validate_and_replay(tmp_path, package, tok):
 
 
 def test_grounded_answers(tmp_path, package):
-    from clover_cli.engine.training import transcripts
+    from clover_cli.training import transcripts
 
     recs = list(transcripts.generate(tmp_path / "t.jsonl", 30, seed=1, repos=[package],
                                      cache=tmp_path / "repos", p_tests=0.0))
@@ -74,7 +74,7 @@ def test_grounded_answers(tmp_path, package):
 
 def test_synthetic_calls_are_valid(tok):
     from clover_cli.agent.parsing import parse_tool_calls
-    from clover_cli.engine.training import transcripts
+    from clover_cli.training import transcripts
     from clover_cli.tools.registry import validate_args
 
     rng = random.Random(0)
@@ -92,7 +92,7 @@ def test_run_the_tests_transcripts(tmp_path, tok):
     import re
 
     from clover_cli.agent.parsing import parse_tool_calls
-    from clover_cli.engine.training import transcripts
+    from clover_cli.training import transcripts
     from clover_cli.tools.registry import validate_args
 
     recs = list(transcripts.generate(tmp_path / "t.jsonl", 10, seed=5, p_tests=1.0,
@@ -123,8 +123,8 @@ def test_run_the_tests_transcripts(tmp_path, tok):
 def test_transcripts_behind_the_agent_system_prompt(tmp_path, package, tok):
     """transcripts_sys renders a record as `clover run` sends it: the agent's system prompt for
     the record's root and the tool schemas first, then the unchanged conversation."""
-    from clover_cli.engine.training import transcripts
-    from clover_cli.engine.training.data import chat_example
+    from clover_cli.training import transcripts
+    from clover_cli.training.data import chat_example
 
     out = tmp_path / "t.jsonl"
     list(transcripts.generate(out, 4, seed=2, repos=[package], cache=tmp_path / "repos",
@@ -146,7 +146,7 @@ def test_generation_without_pytest_says_so(tmp_path, monkeypatch):
     error instead of retrying forever."""
     import importlib.util
 
-    from clover_cli.engine.training import transcripts
+    from clover_cli.training import transcripts
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
@@ -156,7 +156,7 @@ def test_generation_without_pytest_says_so(tmp_path, monkeypatch):
 
 
 def test_generation_stalls_with_a_clear_error(tmp_path, monkeypatch):
-    from clover_cli.engine.training import transcripts
+    from clover_cli.training import transcripts
 
     monkeypatch.setattr(transcripts, "make_tests_transcript", lambda *a, **k: None)
     with pytest.raises(ValueError, match="stalled"):

@@ -6,7 +6,7 @@ import json
 import random
 import re
 
-from clover_cli.engine.training import curriculum, names, transcripts
+from clover_cli.training import curriculum, names, transcripts
 
 
 def test_vocab_words_are_the_alphabetic_tokens(tok):

@@ -41,7 +41,7 @@ def default_model(tmp: Path) -> str:
     bundled = Path(clover_cli.__file__).parent / "bundled" / "tiny"
     if any(bundled.glob("*.safetensors")):
         return "tiny"
-    from clover_cli.engine.tiny import build_tiny_checkpoint
+    from clover_cli.training.tiny import build_tiny_checkpoint
 
     path = build_tiny_checkpoint(tmp / "ckpt", "clover", block_size=32, logit_scale=12.0)
     cfg = json.loads((path / "config.json").read_text())

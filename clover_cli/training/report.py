@@ -1,5 +1,5 @@
 """Summarise a training run's log.jsonl: the eval curve (copy / call accuracy, losses, TPF)
-against steps. `python -m clover_cli.engine.training.report RUN_DIR`."""
+against steps. `python -m clover_cli.training.report RUN_DIR`."""
 from __future__ import annotations
 
 import json

@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterator
 
-from clover_cli.engine.training import corpus, names, test_projects
+from clover_cli.training import corpus, names, sample_projects
 
 REQUESTS = Path(__file__).with_name("requests.json")
 _MATCH_RE = re.compile(r"^(.+?):(\d+): ", re.M)
@@ -190,7 +190,7 @@ def answer_text(rng: random.Random, kind: str, x: str, result) -> str | None:
     """A short answer grounded in the tool result; None when the result is unusable."""
     ans = requests()["answers"]
     if kind == "tests":  # a failing test run exits non-zero: its output is still the answer
-        return test_projects.tests_answer(rng, result.output, requests()["answers"])
+        return sample_projects.tests_answer(rng, result.output, requests()["answers"])
     if not result.ok:
         return None
     out = result.output
@@ -232,7 +232,7 @@ def make_tests_transcript(rng: random.Random, cache: Path, p_system: float = 0.0
         os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
     os.environ.setdefault("PYTHONDONTWRITEBYTECODE", "1")
     name = "tests-" + names.identifier(rng, "snake")
-    repo = test_projects.make_test_repo(rng, Path(cache) / name)
+    repo = sample_projects.make_test_repo(rng, Path(cache) / name)
     tool, args = call_args("tests", "")
     result = _run(tool, args, repo)
     if len(result.output) > max_result_chars:
@@ -280,7 +280,7 @@ def generate(out_file: Path, n: int, seed: int = 0, p_system: float = 0.2,
              repos: list[Path] | None = None, cache: Path | None = None,
              p_tests: float = 0.1) -> Iterator[dict]:
     """Write n transcripts (JSONL); yields each record. A share p_tests are "run the tests"
-    transcripts on generated repositories (test_projects.make_test_repo), the rest use the package
+    transcripts on generated repositories (sample_projects.make_test_repo), the rest use the package
     repositories (p_tests=1.0: only test runs, no package repositories needed)."""
     import importlib.util
     import tempfile

@@ -12,7 +12,7 @@ from typing import Callable, Iterator
 
 import torch
 
-from clover_cli.engine.training import corpus
+from clover_cli.training import corpus
 
 ASSISTANT_HEADER = "<|im_start|>assistant\n"
 END = "<|im_end|>"

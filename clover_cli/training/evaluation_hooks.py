@@ -6,9 +6,9 @@ import random
 import re
 from pathlib import Path
 
-from clover_cli.engine.training import curriculum, names, transcripts
-from clover_cli.engine.training.data import CodeSource, chat_example, fixed_batches
-from clover_cli.engine.training.evaluate import bd_generate
+from clover_cli.training import curriculum, names, transcripts
+from clover_cli.training.data import CodeSource, chat_example, fixed_batches
+from clover_cli.training.evaluate import bd_generate
 
 _CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
 
@@ -161,7 +161,7 @@ def _teacher_forced(model, ex):
     tokens before it -> (predictions [L], ids [L], scored answer positions without <|im_end|>)."""
     import torch
 
-    from clover_cli.engine.training import blockdiff
+    from clover_cli.training import blockdiff
 
     mask_id = int(model.config.mask_token_id)
     device = next(model.parameters()).device
@@ -225,7 +225,7 @@ def word_copy(model, tok, n: int, seed: int, compound: bool = False) -> float:
 
 def make_evaluator(trainer, n_code_rows: int = 8, n_calls: int = 20):
     """A closure computing the eval dict for the trainer's current model."""
-    from clover_cli.engine.training.blockdiff import heldout_loss
+    from clover_cli.training.blockdiff import heldout_loss
 
     cfg, tok = trainer.cfg, trainer.tok
     code_rows = list(fixed_batches(CodeSource(tok, "eval"), n_code_rows, cfg.seq_len, seed=7))
@@ -277,7 +277,7 @@ def evaluate_dir(model_dir: str, transcripts_file: str, n: int = 30, seed: int =
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from clover_cli.engine.training.blockdiff import heldout_loss
+    from clover_cli.training.blockdiff import heldout_loss
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from clover_cli.engine.training.blockdiff import additive_mask, block_ids
+from clover_cli.training.blockdiff import additive_mask, block_ids
 
 
 def block_causal(n: int, block_size: int, device=None) -> torch.Tensor:

@@ -193,7 +193,7 @@ def save_checkpoint(model, tokenizer, out: Path, dtype=None, extra: dict | None 
 def save_tokenizer(tokenizer, out: Path) -> None:
     """save_pretrained, plus the chat template inside tokenizer_config.json (older readers look
     there; transformers 5 also writes chat_template.jinja) and special_tokens_map.json."""
-    from clover_cli.engine.training.tokenizer import write_special_map
+    from clover_cli.training.tokenizer import write_special_map
 
     out = Path(out)
     tokenizer.save_pretrained(str(out))

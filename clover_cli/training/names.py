@@ -95,7 +95,7 @@ def harvest(roots: list[Path] | None = None, max_files: int = 3000, seed: int = 
     sympy hold 62% of the files, and a model trained on an unbalanced pool wrote `add_integral`
     for `add_pending`), skipping packages for which exclude_repo(name) is true (the held-out
     transcript repositories, so evaluation names stay unseen by the copy data)."""
-    from clover_cli.engine.training import corpus
+    from clover_cli.training import corpus
 
     by_pkg: dict[str, list[tuple[Path, Path]]] = {}
     for root in roots or corpus.source_roots():

@@ -7,7 +7,7 @@ import random
 import re
 from pathlib import Path
 
-from clover_cli.engine.training import names
+from clover_cli.training import names
 
 # (function body, test expression) templates; {f} is the function's name. The buggy body makes
 # the test fail (a repository with a failing test).

@@ -29,8 +29,8 @@ import re
 from pathlib import Path
 from typing import Callable, Iterator
 
-from clover_cli.engine.training import corpus
-from clover_cli.engine.training.data import Example, PackedChatSource
+from clover_cli.training import corpus
+from clover_cli.training.data import Example, PackedChatSource
 
 _START = re.compile(r"^(async def|def|class) \w+")
 _IMPORT = re.compile(r"^(import|from) \w")

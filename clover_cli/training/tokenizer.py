@@ -87,7 +87,7 @@ def save_hf_tokenizer(tok, out_dir: Path, model_max_length: int = 4096):
                                    if t not in ("<|im_end|>", "<|pad|>", "<|mask|>")],
         model_max_length=model_max_length, clean_up_tokenization_spaces=False)
     fast.chat_template = chat_template()
-    from clover_cli.engine.training.modeling import save_tokenizer
+    from clover_cli.training.modeling import save_tokenizer
 
     save_tokenizer(fast, out_dir)
     return fast

@@ -10,8 +10,8 @@ import random
 from functools import lru_cache
 from pathlib import Path
 
-from clover_cli.engine.training import names
-from clover_cli.engine.training.data import Example
+from clover_cli.training import names
+from clover_cli.training.data import Example
 
 DATA = Path(__file__).with_name("curriculum.json")
 

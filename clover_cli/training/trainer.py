@@ -19,8 +19,8 @@ from typing import Callable
 
 import torch
 
-from clover_cli.engine.training import blockdiff, modeling
-from clover_cli.engine.training.data import CodeSource, Mixture, PackedChatSource
+from clover_cli.training import blockdiff, modeling
+from clover_cli.training.data import CodeSource, Mixture, PackedChatSource
 
 
 @dataclass
@@ -90,8 +90,8 @@ def lr_at(cfg: TrainConfig, step: int) -> float:
 def _tokenizer(cfg: TrainConfig, out: Path):
     from transformers import AutoTokenizer
 
-    from clover_cli.engine.training import corpus
-    from clover_cli.engine.training import tokenizer as T
+    from clover_cli.training import corpus
+    from clover_cli.training import tokenizer as T
 
     if (out / "model" / "tokenizer.json").exists():
         return AutoTokenizer.from_pretrained(str(out / "model"))
@@ -139,7 +139,7 @@ def _real_names(cfg: TrainConfig, tok, split: str, echo: Callable[[str], None] |
     """The name pool for copy and call data (None when cfg.real_names and cfg.vocab_names are
     0): real names of the training split's packages, never of the held-out transcript
     repositories, and names built from the tokenizer's word tokens."""
-    from clover_cli.engine.training import names, transcripts
+    from clover_cli.training import names, transcripts
 
     share = cfg.real_names + cfg.vocab_names
     if share <= 0 or split != "train":
@@ -162,7 +162,7 @@ def _real_names(cfg: TrainConfig, tok, split: str, echo: Callable[[str], None] |
 def _sources(cfg: TrainConfig, tok, split: str = "train",
              echo: Callable[[str], None] | None = None) -> dict:
     """The data sources named in cfg.mix (see data.py; rows of CHAT_LEN tokens for chats)."""
-    from clover_cli.engine.training import corpus, curriculum, transcripts
+    from clover_cli.training import corpus, curriculum, transcripts
 
     src: dict = {}
     want = {k for k, w in cfg.mix.items() if w > 0}
@@ -203,7 +203,7 @@ def _sources(cfg: TrainConfig, tok, split: str = "train",
     if "distill" in want:
         if not cfg.distill_file:
             raise ValueError("mix has distill but no --distill FILE was given")
-        from clover_cli.engine.training import distill
+        from clover_cli.training import distill
         src["distill"] = distill.source(cfg.distill_file, tok, cfg.seq_len,
                                         cfg.distill_drop_loops, echo, cfg.distill_parsing_only)
     return src
