@@ -1,20 +1,42 @@
-"""The CLI contract: fast help without torch, `clover generate --json`, exit codes."""
+"""The CLI contract: fast help without torch, `clover generate --json`, exit codes.
+
+The logic runs in-process through click's CliRunner (no torch import per case); one case runs
+the real `python -m clover_cli.cli` process end to end, marked slow."""
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import traceback
+from types import SimpleNamespace
 
 import pytest
+from click.testing import CliRunner
 
-from clover_cli.cli import COMMANDS
+from clover_cli.cli import COMMANDS, cli
 
 PY = sys.executable
 
 
-def _run(*args, timeout=180):
-    return subprocess.run([PY, "-m", "clover_cli.cli", *args], capture_output=True, text=True,
-                          timeout=timeout)
+def _run(*args):
+    """`clover ARGS` in-process: returncode, stdout, stderr like a finished process. An exception
+    that escapes the command shows up in stderr as a traceback, as it would in a real process."""
+    result = CliRunner().invoke(cli, list(args), prog_name="clover")
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "Traceback (most recent call last):\n" + "".join(
+            traceback.format_exception(result.exception))
+    return SimpleNamespace(returncode=result.exit_code, stdout=result.stdout, stderr=stderr)
+
+
+@pytest.mark.slow
+def test_generate_json_in_a_real_process(tiny_dirs):
+    out = subprocess.run([PY, "-m", "clover_cli.cli", "generate", "--model", str(tiny_dirs["clover"]),
+                          "--raw", "--json", "--prompt", "def add(a, b):", "--max-new-tokens", "8"],
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    obj = json.loads(out.stdout)
+    assert 0 < len(obj["token_ids"]) <= 8 and obj["finish_reason"] in ("eos", "length")
 
 
 @pytest.mark.parametrize("argv", [["--help"]] + [[name, "--help"] for name in sorted(COMMANDS)],
