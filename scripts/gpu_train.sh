@@ -11,7 +11,7 @@
 #                     carry=[".whl", "runs/transcripts4.jsonl"])
 #   Here, check:  bash scripts/gpu_train.sh --dry-run      (the same flow on the CPU, a few steps)
 #
-# On the device it installs Clover without dependencies into /tmp/site, trains the "tiny" size
+# On the device it installs Clover without dependencies into /tmp/site, trains the "mini" size
 # (5.8M parameters, 11 MB in bf16: inside the 16 MiB limit) from scratch with the bundled
 # tokenizer, in bf16 on CUDA, on the device's own Python sources (code) plus the carried
 # transcripts and the synthetic copy/call sources. A 60-step calibration measures steps/s so the
@@ -42,7 +42,7 @@ if [[ "${1:-}" == "--dry-run" ]]; then
 else
     PY=${PY:-python3}
     OUT=${OUT:?set OUT to the folder that comes back}
-    DEVICE=${DEVICE:-cuda} DTYPE=${DTYPE:-bfloat16} SIZE=${SIZE:-tiny} BATCH=${BATCH:-64}
+    DEVICE=${DEVICE:-cuda} DTYPE=${DTYPE:-bfloat16} SIZE=${SIZE:-mini} BATCH=${BATCH:-64}
     SEQ=${SEQ:-256} CALIBRATE=${CALIBRATE:-60} TRAIN_MINUTES=${TRAIN_MINUTES:-5.5} EVAL_N=${EVAL_N:-30}
     if [[ -d .whl ]]; then
         $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl

@@ -27,7 +27,7 @@ def _mix(text: str) -> dict:
               help="Start from a checkpoint dir: an autoregressive one is adapted, a block-diffusion "
                    "one (`tiny` = the bundled model) is trained further; its training record carries "
                    "over into train_state.json (base, totals).")
-@click.option("--size", default="nano", show_default=True, help="nano | tiny | small (from scratch).")
+@click.option("--size", default=None, help="Size preset for a model trained from scratch: micro | nano (default) | mini | small.")
 @click.option("--tokenizer", "tokenizer_dir", default=None, help="Reuse a tokenizer directory.")
 @click.option("--vocab-size", default=4096, show_default=True)
 @click.option("--steps", default=2000, show_default=True, help="Total optimizer steps.")
@@ -128,7 +128,7 @@ def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_
         from_dir = str(bundled_tiny_dir())
 
     try:
-        cfg = TrainConfig(out=out, size=size, from_dir=from_dir, tokenizer_dir=tokenizer_dir,
+        cfg = TrainConfig(out=out, **({"size": size} if size else {}), from_dir=from_dir, tokenizer_dir=tokenizer_dir,
                           vocab_size=vocab_size, seq_len=seq_len, batch_size=batch_size,
                           grad_accum=grad_accum, lr=lr, warmup=warmup, steps=steps, seed=seed,
                           dtype=dtype, device=device, mix=_mix(mix), ar_fraction=ar_fraction,

@@ -6,19 +6,24 @@ import shutil
 from pathlib import Path
 
 BLOCK_SIZE = 32
+# Size presets for a model trained from scratch. None is called "tiny": that is the bundled
+# model's name (a grown "nano"), and a preset of the same name would be a different model.
 SIZES = {  # name -> Qwen3Config overrides (measured on this CPU, see docs/model.md)
     "micro": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                   num_attention_heads=2, num_key_value_heads=1, head_dim=16),  # tests only
     "nano": dict(hidden_size=128, intermediate_size=384, num_hidden_layers=6,
                  num_attention_heads=4, num_key_value_heads=2, head_dim=32),
-    "tiny": dict(hidden_size=256, intermediate_size=768, num_hidden_layers=6,
+    "mini": dict(hidden_size=256, intermediate_size=768, num_hidden_layers=6,
                  num_attention_heads=4, num_key_value_heads=2, head_dim=64),
     "small": dict(hidden_size=384, intermediate_size=1024, num_hidden_layers=8,
                   num_attention_heads=6, num_key_value_heads=2, head_dim=64),
 }
 
 
-def new_config(tokenizer, size: str = "tiny", max_positions: int = 4096,
+DEFAULT_SIZE = "nano"
+
+
+def new_config(tokenizer, size: str = DEFAULT_SIZE, max_positions: int = 4096,
                block_size: int = BLOCK_SIZE):
     """A Qwen3Config for a fresh block-diffusion model using the tokenizer's special ids."""
     from transformers import Qwen3Config

@@ -26,7 +26,7 @@ from clover_cli.training.data import CodeSource, Mixture, PackedChatSource
 @dataclass
 class TrainConfig:
     out: str
-    size: str = "tiny"
+    size: str = modeling.DEFAULT_SIZE
     from_dir: str | None = None  # adapt an AR checkpoint
     tokenizer_dir: str | None = None  # reuse a tokenizer (else: trained from local source)
     vocab_size: int = 4096
@@ -62,6 +62,8 @@ class TrainConfig:
     train_new_only: bool = False  # train only the grown layers (LLaMA Pro); the rest frozen
 
     def __post_init__(self) -> None:
+        if self.size not in modeling.SIZES:
+            raise ValueError(f"size must be one of {', '.join(modeling.SIZES)}, got {self.size!r}")
         if self.seq_len % self.block_size:
             raise ValueError("seq_len must be a multiple of block_size")
         if self.attn not in ("sdpa", "eager"):

@@ -1,6 +1,7 @@
 """`clover train` command-line behaviour: clear errors for bad input, export round trip."""
 from __future__ import annotations
 
+import pytest
 from click.testing import CliRunner
 
 from clover_cli.commands.train_cmd import train
@@ -76,3 +77,20 @@ def test_from_tiny_trains_the_bundled_model_further(tmp_path, bundled_dir):
     assert state["base"]["steps"] == shipped_steps and state["totals"]["steps"] == shipped_steps + 1
     conf = json.loads((out / "model" / "config.json").read_text())
     assert conf["mask_token_id"] == json.loads((bundled_dir / "config.json").read_text())["mask_token_id"]
+
+
+def test_size_presets_have_one_default_and_none_is_named_tiny(tmp_path, train_configs):
+    """`tiny` names the bundled model; a size preset of that name would build another model.
+    The CLI and TrainConfig share one default preset."""
+    from click.testing import CliRunner
+
+    from clover_cli.cli import cli
+    from clover_cli.training.modeling import DEFAULT_SIZE, SIZES
+    from clover_cli.training.trainer import TrainConfig
+
+    assert "tiny" not in SIZES and DEFAULT_SIZE in SIZES
+    assert TrainConfig(out=str(tmp_path / "a")).size == DEFAULT_SIZE
+    with pytest.raises(ValueError, match="size must be one of"):
+        TrainConfig(out=str(tmp_path / "b"), size="tiny")
+    CliRunner().invoke(cli, ["train", "--out", str(tmp_path / "c")])
+    assert [cfg.size for cfg in train_configs] == [DEFAULT_SIZE]
