@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 
-__all__ = ["clean_text", "clean_line", "json_line"]
+__all__ = ["clean_text", "clean_line", "json_line", "StreamCleaner"]
 
 # ECMA-48: CSI ESC [ params intermediates final; OSC/DCS/SOS/PM/APC strings end at BEL or ST
 # (ESC \ or 0x9c); two-character escapes ESC X. The 8-bit forms (0x9b CSI, 0x9d OSC, ...) too.
@@ -27,6 +27,12 @@ _SEQUENCES = re.compile(
     r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"  # OSC DCS SOS PM APC
     r"|\x1b[ -/]*[0-~]"                                      # other escapes (ESC c: full reset, ...)
 )
+# the start of a sequence that the next chunk may complete, at the very end of the text
+_PARTIAL = re.compile(
+    r"(?:(?:\x1b\[|\x9b)[0-?]*[ -/]*"
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*\x1b?"
+    r"|\x1b[ -/]*|\r)\Z")
+MAX_HELD = 4096
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029]")
 
@@ -48,3 +54,25 @@ def json_line(obj: object) -> str:
     (json escapes C0 itself; DEL, C1 and the JS line separators are escaped here)."""
     text = json.dumps(obj, ensure_ascii=False, default=str)
     return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+
+
+class StreamCleaner:
+    """`clean_text` for text that arrives in chunks: a sequence cut by a chunk boundary is held
+    back (up to MAX_HELD characters) until the next chunk completes it, so it is removed whole
+    instead of leaving its payload on screen. `flush()` returns what is held, cleaned."""
+
+    def __init__(self) -> None:
+        self.held = ""
+
+    def feed(self, chunk: str) -> str:
+        text = self.held + chunk
+        m = _PARTIAL.search(text)
+        if m is not None and len(text) - m.start() <= MAX_HELD:
+            text, self.held = text[:m.start()], text[m.start():]
+        else:
+            self.held = ""
+        return clean_text(text)
+
+    def flush(self) -> str:
+        text, self.held = self.held, ""
+        return clean_text(text)

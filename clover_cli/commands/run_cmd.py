@@ -14,7 +14,7 @@ import sys
 
 import click
 
-from clover_cli.termsafe import clean_line, clean_text, json_line
+from clover_cli.termsafe import StreamCleaner, clean_line, clean_text, json_line
 
 
 def _fail_args(message: str) -> None:
@@ -175,6 +175,7 @@ def _drive(agent, task: str, as_json: bool) -> str:
     call_args: dict[str, str] = {}
     markup = ThinkSplitter(open_tag="<tool_call>", close_tag="</tool_call>")
     last_block = 0
+    model_text = StreamCleaner()  # model text arrives in blocks; an escape may straddle two
 
     def emit(obj: dict) -> None:
         out.write(json_line(obj) + "\n")
@@ -188,6 +189,7 @@ def _drive(agent, task: str, as_json: bool) -> str:
             at_line_start = s.endswith("\n")
 
     def line(s: str) -> None:
+        text(model_text.flush())
         if not at_line_start:
             text("\n")
         text(s + "\n")
@@ -212,7 +214,7 @@ def _drive(agent, task: str, as_json: bool) -> str:
                 if e.block_index < last_block:  # a new model call: forget a call left open
                     markup = ThinkSplitter(open_tag="<tool_call>", close_tag="</tool_call>")
                 last_block = e.block_index
-                text(clean_text("".join(piece for piece, inside in markup.feed(e.text) if not inside)))
+                text(model_text.feed("".join(piece for piece, inside in markup.feed(e.text) if not inside)))
         elif isinstance(e, ev.ToolCallProposed):
             markup = ThinkSplitter(open_tag="<tool_call>", close_tag="</tool_call>")  # a fresh model step
             call_args[e.call_id] = _short(clean_line(json.dumps(dict(e.arguments), ensure_ascii=False, default=str)))
@@ -237,6 +239,7 @@ def _drive(agent, task: str, as_json: bool) -> str:
                 emit({"type": "turn_end", "reason": e.reason, "final_text": e.final_text, "stats": dict(e.stats),
                       "session_id": agent.session_id, "changed_files": agent.changed_files})
             else:
+                text(model_text.flush())
                 if not at_line_start:
                     text("\n")
                 if e.reason != "done":

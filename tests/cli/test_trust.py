@@ -185,3 +185,54 @@ def test_repository_config_that_leads_outside_or_is_not_a_file(tmp_path):
     os.mkfifo(repo / ".clover" / "config.toml")  # would block a plain read forever
     with pytest.raises(ConfigError, match="not a regular file"):
         load_settings(repo)
+
+
+# -- the TUI's one-time question -------------------------------------------------------------
+
+
+class _Tty:
+    def isatty(self):
+        return True
+
+
+def test_tui_asks_once_in_a_terminal_and_remembers(tmp_path):
+    import pty
+    import select
+    import signal
+    import time
+
+    repo = tmp_path / "repo"
+    write(repo / ".clover" / "config.toml", 'approval = "read-only"\n')
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: `clover chat` on a terminal
+        os.execv(sys.executable, [sys.executable, "-m", "clover_cli.cli", "chat", "--root", str(repo),
+                                  "--model", "replay:/nonexistent/script.json"])
+    seen = b""
+    try:
+        deadline = time.monotonic() + 60
+        while b"[y/N]" not in seen and time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.2)[0]:
+                seen += os.read(fd, 4096)
+        assert b"Trust this repository's settings? [y/N]" in seen, seen
+        assert str(repo / ".clover" / "config.toml").encode() in seen.replace(b"\r\n", b"")
+        os.write(fd, b"y\r")
+        while TrustStore().decision(repo) is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert TrustStore().decision(repo) is True
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(fd)
+
+
+def test_trust_question_is_never_asked_without_a_terminal_or_twice(tmp_path):
+    from clover_cli.commands.chat_cmd import ask_trust
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    assert ask_trust(repo, _Tty(), _Tty()) is None  # ships no settings: nothing to ask
+    write(repo / ".clover" / "config.toml", 'approval = "read-only"\n')
+    assert ask_trust(repo) is None  # pytest's stdin is no terminal: no question, no decision stored
+    assert TrustStore().decision(repo) is None
+    TrustStore().set(repo, False)
+    assert ask_trust(repo, _Tty(), _Tty()) is False  # already answered: not asked again
