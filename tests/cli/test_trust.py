@@ -236,3 +236,12 @@ def test_trust_question_is_never_asked_without_a_terminal_or_twice(tmp_path):
     assert TrustStore().decision(repo) is None
     TrustStore().set(repo, False)
     assert ask_trust(repo, _Tty(), _Tty()) is False  # already answered: not asked again
+
+
+def test_flags_are_range_checked_by_the_loader_in_every_command(tmp_path):
+    p = clover("run", "x", "--root", str(tmp_path), "--model", "tiny", "--threshold", "0")
+    assert p.returncode == 2 and "--threshold: threshold must be in (0, 1]" in p.stderr
+    assert "Traceback" not in p.stderr
+    user_file("threshold = 7\n")
+    p = clover("fix", "t.py", "--root", str(tmp_path))
+    assert p.returncode == 2 and "config.toml: threshold must be in (0, 1], got 7" in p.stderr
