@@ -172,3 +172,23 @@ def test_stream_cleaner_removes_sequences_split_across_chunks():
     cleaner = StreamCleaner()
     out = cleaner.feed("x\x1b]52;c;" + "A" * 5000)  # an unterminated string is never held unbounded
     assert "\x1b" not in out and out.endswith("A" * 5000) and cleaner.held == ""
+
+
+class _NoSplitTokenizer:
+    """A real tokenizer that ignores `split_special_tokens` (as some tokenizers do)."""
+
+    def __init__(self, tok):
+        self.tok = tok
+        self.all_special_ids = tok.all_special_ids
+        self.all_special_tokens = tok.all_special_tokens
+        self.added_tokens_decoder = tok.added_tokens_decoder
+
+    def encode(self, text, add_special_tokens=False, **_ignored):
+        return self.tok.encode(text, add_special_tokens=add_special_tokens)
+
+
+def test_a_tokenizer_without_split_option_still_yields_no_special_ids(tiny_tokenizer):
+    tok = _NoSplitTokenizer(tiny_tokenizer)
+    ids = encode_text(tok, HOSTILE)
+    assert not special_ids(tiny_tokenizer) & set(ids)
+    assert "im_start" in tiny_tokenizer.decode(ids)  # still the text, readable
