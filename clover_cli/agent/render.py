@@ -1,4 +1,4 @@
-"""Turns the conversation into prompt text for in-process models (DESIGN.md section 4).
+"""Turns the conversation into prompt text for in-process models (docs/agent.md, "The loop").
 
 With a chat template that takes tools= the tokenizer's template renders everything. Otherwise the
 tool schemas and the call format (prompts/agent_tool_format.md) go into the system message and tool
