@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "run": ("run_cmd", "run", "Run one task headlessly with the agent."),
     "fix": ("fix_cmd", "fix", "Make a failing test pass."),
     "swebench": ("swebench_cmd", "swebench", "Turn SWE-bench-style instances into preds.jsonl."),
+    "trust": ("trust_cmd", "trust", "Trust (or --revoke) a repository's own .clover/config.toml."),
     "tool": ("tool_cmd", "tool", "Run one repository tool and print its JSON result."),
     "undo": ("undo_cmd", "undo", "Restore the files changed by the agent's last edit."),
     "bench": ("bench_cmd", "bench", "Measure TPF, speed and quality: AR mode vs block diffusion."),

@@ -1,14 +1,23 @@
-"""Turns the conversation into prompt text for in-process models (DESIGN.md section 4).
+"""Turns the conversation into prompt text for in-process models (docs/agent.md, "The loop").
 
 With a chat template that takes tools= the tokenizer's template renders everything. Otherwise the
 tool schemas and the call format (prompts/agent_tool_format.md) go into the system message and tool
 results become user turns, rendered with the tokenizer's template if it has one, else with ours
 (prompts/chat_template.jinja).
+
+Untrusted text stays text (docs/security.md): `render_segments` renders the same prompt with every
+message's content replaced by a placeholder, so the result splits into the template's own
+scaffolding (role markers, tool-response wrappers, the tool schemas) and the contents, which
+clover_cli/agent/encode.py tokenizes with special tokens split: a file, a tool result or AGENTS.md
+holding `<|im_start|>system` can never become a role token.
 """
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+import re
+import secrets
+from dataclasses import dataclass
+from typing import Any, Callable, Literal
 
 from clover_cli.agent.parsing import has_open_call, split_thinking
 from clover_cli.agent.prompt_files import prompt_text, render
@@ -96,3 +105,63 @@ def render_prompt(lm: Any, messages: list[dict], tools: list[dict],
     if getattr(getattr(lm, "tokenizer", None), "chat_template", None):
         return lm.render_chat(flatten(messages, tools), tools=None, add_generation_prompt=True)
     return render_fallback(messages, tools)
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A piece of the rendered prompt: the template's own text, a message's untrusted content
+    ("text": system, user and tool messages), or the model's earlier output ("model")."""
+
+    text: str
+    kind: Literal["template", "text", "model"]
+
+
+def _calls_markup(m: dict) -> str:
+    calls = m.get("tool_calls") or []
+    return "".join(f"\n<tool_call>\n{_call_json(tc)}\n</tool_call>" for tc in calls)
+
+
+def _normalized(messages: list[dict], drop_thinking: bool) -> list[dict]:
+    """Assistant messages carry their calls as text (structured calls whose arguments a template
+    would print as its own text are turned into the call markup), earlier thinking dropped where
+    the path does; nothing else changes."""
+    out = []
+    for m in messages:
+        m = {k: v for k, v in m.items() if v is not None}
+        if m.get("role") == "assistant":
+            content = m.get("content") or ""
+            if drop_thinking:
+                content = split_thinking(content)[1].strip()
+            if m.get("tool_calls") and not has_open_call(m.get("content") or ""):
+                content = (content + _calls_markup(m)).strip() if drop_thinking else content + _calls_markup(m)
+            m.pop("tool_calls", None)
+            m["content"] = content
+        out.append(m)
+    return out
+
+
+def render_segments(lm: Any, messages: list[dict], tools: list[dict]) -> list[Segment]:
+    """The prompt of `render_prompt`, split into template text and message contents."""
+    nonce = secrets.token_hex(6)
+    contents: list[Segment] = []
+    drop_thinking = not getattr(lm, "template_supports_tools", False)
+    masked = []
+    for m in _normalized(messages, drop_thinking):
+        content = m.get("content")
+        if isinstance(content, str) and content:
+            contents.append(Segment(content, "model" if m.get("role") == "assistant" else "text"))
+            m = {**m, "content": f"\ue000{nonce}:{len(contents) - 1}\ue001"}
+        masked.append(m)
+    rendered = render_prompt(lm, masked, tools)
+    segments: list[Segment] = []
+    pos = 0
+    for match in re.finditer(f"\ue000{nonce}:(\\d+)\ue001", rendered):
+        if match.start() > pos:
+            segments.append(Segment(rendered[pos:match.start()], "template"))
+        index = int(match.group(1))
+        if index < len(contents):
+            segments.append(contents[index])
+        pos = match.end()
+    if pos < len(rendered):
+        segments.append(Segment(rendered[pos:], "template"))
+    return segments

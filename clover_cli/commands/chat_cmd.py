@@ -5,6 +5,7 @@ imported inside the command so that `clover --help` stays fast.
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -23,20 +24,26 @@ def chat(model: str | None, root: str | None, approval: str | None, continue_: b
          session_id: str | None, threshold: float | None = None) -> None:
     """Open the interactive TUI in the repository ROOT.
 
-    Defaults come from ~/.config/clover/config.toml and <root>/.clover/config.toml
+    Settings come from ~/.config/clover/config.toml and, once you trust the repository
+    (asked here the first time, or `clover trust`), <root>/.clover/config.toml
     (keys: model, approval, threshold; test_cmd is clover fix's); options given here win.
     """
-    from clover_cli.config import ConfigError, load_config
+    from clover_cli.config import ConfigError, load_settings
 
     root_path = Path(root or ".").expanduser().resolve()
     if not root_path.is_dir():
         raise click.BadParameter(f"{root_path} is not a directory", param_hint="--root")
     if continue_ and session_id:
         raise click.UsageError("use either --continue or --session, not both")
+    trusted = ask_trust(root_path)
     try:
-        cfg = load_config(root_path, model=model, approval=approval, threshold=threshold)
+        settings = load_settings(root_path, dict(model=model, approval=approval, threshold=threshold),
+                                 needed=("model", "approval", "threshold"), trusted=trusted)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
+    for warning in settings.warnings:
+        click.echo(f"clover: warning: {warning}", err=True)
+    cfg = settings.config
 
     from clover_cli.tui.app import CloverApp
     from clover_cli.tui.bridge import SessionOptions
@@ -47,3 +54,41 @@ def chat(model: str | None, root: str | None, approval: str | None, continue_: b
     if result and result.get("session_id"):
         click.echo(f"Session {result['session_id']} saved to {result['session_path']}")
         click.echo("Resume it with: clover --continue" + (f" --root {root_path}" if root else ""))
+
+
+def ask_trust(root: Path, stdin=None, stdout=None) -> bool | None:
+    """The trust decision for root's own settings, asking once when the repository ships a
+    .clover/config.toml, no decision is stored and both stdin and stdout are terminals (never in a
+    headless run). The answer, yes or no, is remembered in the trust list (clover_cli/trust.py)."""
+    import os
+
+    from clover_cli.config import project_config_path
+    from clover_cli.trust import TrustStore
+
+    shipped = project_config_path(root)
+    if not os.path.lexists(shipped):
+        return None
+    store = TrustStore()
+    decision = store.decision(root)
+    stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
+    if decision is not None or not (_isatty(stdin) and _isatty(stdout)):
+        return decision
+    if store.warning:
+        click.echo(f"clover: warning: {store.warning}", err=True)
+    click.echo(f"This repository ships its own settings: {shipped}\n"
+               "Trusted settings may choose a local model, a test command and a lower approval mode;\n"
+               "they can never raise your approval mode or send your prompts and API key elsewhere.")
+    answer = click.confirm("Trust this repository's settings?", default=False)
+    try:
+        store.set(root, answer)
+    except OSError as exc:
+        click.echo(f"clover: warning: cannot remember the answer in {store.path}: {exc.strerror or exc}", err=True)
+    click.echo("Trusted (undo: clover trust --revoke)." if answer else "Not trusted (change: clover trust).")
+    return answer
+
+
+def _isatty(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False

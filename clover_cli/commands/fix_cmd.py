@@ -6,19 +6,21 @@ import sys
 
 import click
 
+from clover_cli.termsafe import clean_line, clean_text
+
 
 def _fail(message: str) -> None:
-    click.echo(f"clover fix: error: {message}", err=True)
+    click.echo(f"clover fix: error: {clean_line(message)}", err=True)
     sys.exit(2)
 
 
 @click.command("fix", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("test")
 @click.option("--test-cmd", default=None, metavar="CMD",
-              help="Test command with a {test} placeholder (default: `test_cmd` in .clover/config.toml or ~/.config/clover/config.toml, "
+              help="Test command with a {test} placeholder (default: `test_cmd` in ~/.config/clover/config.toml or a trusted repository's .clover/config.toml, "
                    "else `python -m pytest -x -q -p no:cacheprovider -o addopts= {test}`, whose JUnit report must show the test "
                    "ran and passed; a custom command passes on exit code 0).")
-@click.option("--model", "model", default=None, help="Model spec (default: `model` in .clover/config.toml, else the bundled tiny model).")
+@click.option("--model", "model", default=None, help="Model spec (default: `model` in your config or a trusted repository's .clover/config.toml, else the bundled tiny model).")
 @click.option("--root", default=None, type=click.Path(), help="Repository root (default: cwd).")
 @click.option("--attempts", default=3, show_default=True, type=int, help="Agent turns before giving up.")
 @click.option("--max-steps", default=30, show_default=True, type=int, help="Tool steps per agent turn.")
@@ -38,20 +40,22 @@ def fix(ctx: click.Context, test, test_cmd, model, root, attempts, max_steps, ma
     """
     from pathlib import Path
 
-    from clover_cli.config import ConfigError, load_config
+    from clover_cli.config import ConfigError, load_settings
     from clover_cli.engine.spec import SpecError, parse_spec
     from clover_cli.modes.fix import FixError, FixOptions, run_fix
 
     parent = ctx.parent.params if ctx.parent is not None else {}
     model = model or parent.get("model")
     root = root or parent.get("root") or "."
-    if (not model or not test_cmd) and Path(root).is_dir():
-        try:  # model and test_cmd of ~/.config/clover/config.toml and <root>/.clover/config.toml
-            defaults = load_config(Path(root))
+    if Path(root).is_dir():
+        try:  # the one settings loader: the user's file, and the repository's only when trusted
+            settings = load_settings(Path(root), dict(model=model, test_cmd=test_cmd),
+                                     needed=("model", "test_cmd"))
         except ConfigError as exc:
             _fail(str(exc))
-        model = model or defaults.model
-        test_cmd = test_cmd or defaults.test_cmd
+        for warning in settings.warnings:
+            click.echo(f"clover fix: warning: {clean_line(warning)}", err=True)
+        model, test_cmd = settings.config.model, settings.config.test_cmd
     try:
         spec = parse_spec(model)
         opts = FixOptions(test=test, root=Path(root), test_cmd=test_cmd, attempts=attempts,
@@ -87,12 +91,12 @@ def _print_human(result) -> None:
         click.echo(f"The test already passes: {command}")
         return
     if result.diff.strip():
-        click.echo(result.diff.rstrip("\n"))
+        click.echo(clean_text(result.diff.rstrip("\n")))
     else:
         click.echo("(no changes)")
     if result.reverted_test_edits:
         click.echo("Reverted changes to the test file(s): " + ", ".join(result.reverted_test_edits))
-    tail = [ln for ln in result.test_output.rstrip().splitlines() if ln.strip()][-15:]
+    tail = [ln for ln in clean_text(result.test_output).rstrip().splitlines() if ln.strip()][-15:]
     click.echo("\n".join(tail))
     if result.unproven:
         click.echo(f"Not counted as passing: {result.unproven}.")

@@ -14,9 +14,11 @@ import sys
 
 import click
 
+from clover_cli.termsafe import StreamCleaner, clean_line, clean_text, json_line
+
 
 def _fail_args(message: str) -> None:
-    click.echo(f"clover run: error: {message}", err=True)
+    click.echo(f"clover run: error: {clean_line(message)}", err=True)
     sys.exit(2)
 
 
@@ -31,7 +33,7 @@ def _fail_args(message: str) -> None:
 @click.option("--shell-allow", "shell_allow", multiple=True, metavar="PREFIX",
               help="Shell command prefix allowed without asking (repeatable), e.g. 'pytest'.")
 @click.option("--api-key-env", default=None, metavar="NAME", help="Environment variable holding the API key (openai: models).")
-@click.option("--threshold", type=click.FloatRange(0.0, 1.0), default=None, help="Commit threshold for block diffusion.")
+@click.option("--threshold", type=float, default=None, help="Commit threshold for block diffusion (0 < t <= 1).")
 @click.option("--max-new-tokens", type=click.IntRange(1), default=None, help="Token budget per model call.")
 @click.option("--continue", "continue_", is_flag=True, help="Continue the last session in this root.")
 @click.option("--session", "session_id", default=None, help="Continue the session with this id.")
@@ -41,7 +43,7 @@ def run(ctx: click.Context, task, model, root, approval, max_steps, as_json, she
     """Run TASK with the agent until it answers, then exit."""
     from pathlib import Path
 
-    from clover_cli.config import ConfigError, load_config
+    from clover_cli.config import ConfigError, load_settings
 
     parent = ctx.parent.params if ctx.parent is not None else {}
     model = model or parent.get("model")
@@ -53,17 +55,20 @@ def run(ctx: click.Context, task, model, root, approval, max_steps, as_json, she
         _fail_args(f"root {str(root)!r} is not a directory")
     if not task.strip():
         _fail_args("empty task")
-    # the user's and the project's .clover/config.toml fill in what the command line leaves out
-    # (read only then: a broken file does not stop a fully specified run); their `ask` is the
-    # TUI's mode (a headless run cannot ask), so it means auto-edit here
-    if None in (model, approval, threshold):
-        try:
-            defaults = load_config(root)
-        except ConfigError as e:
-            _fail_args(str(e))
-        model = model or defaults.model
-        approval = approval or (defaults.approval if defaults.approval != "ask" else "auto-edit")
-        threshold = defaults.threshold if threshold is None else threshold
+    # the one settings loader (clover_cli/config.py): the user's file and, only when the user trusts
+    # the repository, its .clover/config.toml fill in what the command line leaves out (never
+    # asked here: an untrusted repository's file is ignored with one warning); files are read only
+    # then, so a broken file does not stop a fully specified run. Their `ask` is the TUI's mode (a
+    # headless run cannot ask), so it means auto-edit here
+    try:
+        settings = load_settings(root, dict(model=model, approval=approval, threshold=threshold),
+                                 needed=("model", "approval", "threshold"))
+    except ConfigError as e:
+        _fail_args(str(e))
+    for warning in settings.warnings:
+        _say(f"clover run: warning: {clean_line(warning)}")
+    model, threshold = settings.config.model, settings.config.threshold
+    approval = settings.config.approval if settings.config.approval != "ask" else "auto-edit"
 
     from clover_cli.agent import Agent, AgentConfig
     from clover_cli.agent.backends import BackendError, make_backend
@@ -170,9 +175,10 @@ def _drive(agent, task: str, as_json: bool) -> str:
     call_args: dict[str, str] = {}
     markup = ThinkSplitter(open_tag="<tool_call>", close_tag="</tool_call>")
     last_block = 0
+    model_text = StreamCleaner()  # model text arrives in blocks; an escape may straddle two
 
     def emit(obj: dict) -> None:
-        out.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+        out.write(json_line(obj) + "\n")
         out.flush()
 
     def text(s: str) -> None:
@@ -183,6 +189,7 @@ def _drive(agent, task: str, as_json: bool) -> str:
             at_line_start = s.endswith("\n")
 
     def line(s: str) -> None:
+        text(model_text.flush())
         if not at_line_start:
             text("\n")
         text(s + "\n")
@@ -198,7 +205,8 @@ def _drive(agent, task: str, as_json: bool) -> str:
                 emit({"type": "approval", "call_id": e.call_id, "name": e.name, "summary": e.summary,
                       "decision": "no", "reason": feedback})
             else:
-                line(f"! {e.name} needs approval; refused (non-interactive run): {e.summary.splitlines()[0] if e.summary else ''}")
+                summary = clean_text(e.summary).strip().splitlines()
+                line(f"! {clean_line(e.name)} needs approval; refused (non-interactive run): {summary[0] if summary else ''}")
         elif isinstance(e, ev.BlockText):
             if as_json:
                 emit({"type": "block", "text": e.text, "block_index": e.block_index, "thinking": e.thinking})
@@ -206,35 +214,36 @@ def _drive(agent, task: str, as_json: bool) -> str:
                 if e.block_index < last_block:  # a new model call: forget a call left open
                     markup = ThinkSplitter(open_tag="<tool_call>", close_tag="</tool_call>")
                 last_block = e.block_index
-                text("".join(piece for piece, inside in markup.feed(e.text) if not inside))
+                text(model_text.feed("".join(piece for piece, inside in markup.feed(e.text) if not inside)))
         elif isinstance(e, ev.ToolCallProposed):
             markup = ThinkSplitter(open_tag="<tool_call>", close_tag="</tool_call>")  # a fresh model step
-            call_args[e.call_id] = _short(json.dumps(dict(e.arguments), ensure_ascii=False, default=str))
+            call_args[e.call_id] = _short(clean_line(json.dumps(dict(e.arguments), ensure_ascii=False, default=str)))
             if as_json:
                 emit({"type": "tool_call", "call_id": e.call_id, "name": e.name, "arguments": dict(e.arguments)})
         elif isinstance(e, ev.ToolFinished):
             if as_json:
                 emit({"type": "tool_result", "call_id": e.call_id, "name": e.name, "ok": e.ok, "output": e.output})
             else:
-                first = (e.output.strip().splitlines() or [""])[0][:100]
-                line(f"> {e.name} {call_args.get(e.call_id, '')} -> {'ok' if e.ok else 'failed'}: {first}")
+                first = (clean_text(e.output).strip().splitlines() or [""])[0][:100]
+                line(f"> {clean_line(e.name)} {call_args.get(e.call_id, '')} -> {'ok' if e.ok else 'failed'}: {first}")
         elif isinstance(e, ev.AgentError):
             if as_json:
                 emit({"type": "error", "message": e.message, "fatal": e.fatal})
             else:
-                click.echo(f"error: {e.message}", err=True)
+                click.echo(f"error: {clean_text(e.message)}", err=True)
         elif isinstance(e, ev.Notice):
-            click.echo(f"note: {e.message}", err=True)
+            click.echo(f"note: {clean_text(e.message)}", err=True)
         elif isinstance(e, ev.TurnFinished):
             reason = e.reason
             if as_json:
                 emit({"type": "turn_end", "reason": e.reason, "final_text": e.final_text, "stats": dict(e.stats),
                       "session_id": agent.session_id, "changed_files": agent.changed_files})
             else:
+                text(model_text.flush())
                 if not at_line_start:
                     text("\n")
                 if e.reason != "done":
-                    click.echo(f"stopped: {e.reason}: {e.final_text}", err=True)
+                    click.echo(f"stopped: {e.reason}: {clean_text(e.final_text)}", err=True)
                 s = e.stats
                 click.echo(f"[{e.reason}: {_count(s.get('steps', 0), 'step')}, "
                            f"{_count(s.get('tool_calls', 0), 'tool call')}, "

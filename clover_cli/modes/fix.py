@@ -79,7 +79,8 @@ class FixResult:
 
 
 def resolve_command(opts: FixOptions) -> tuple[list[str], bool]:
-    """The test argv (--test-cmd, else `test_cmd` in .clover/config.toml, else the default) and
+    """The test argv (--test-cmd, else `test_cmd` from the settings loader: the user's config or a
+    trusted repository's .clover/config.toml, else the default) and
     whether it is the default pytest command, whose result is checked from pytest's own report
     (a custom command passes on exit code 0)."""
     try:

@@ -11,7 +11,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,20 +45,15 @@ class TestRun:
 
 
 def project_test_cmd(root: Path) -> str | None:
-    """`test_cmd` from `<root>/.clover/config.toml`, if set; TestCommandError if unreadable."""
-    path = Path(root) / ".clover" / "config.toml"
-    if not path.is_file():
-        return None
+    """`test_cmd` from the one settings loader (clover_cli/config.py): the user's config file, or
+    `<root>/.clover/config.toml` only when the user trusts the repository (an untrusted
+    repository's command is never run); TestCommandError if a file is unreadable."""
+    from clover_cli.config import ConfigError, load_settings
+
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise TestCommandError(f"cannot read {path}: {exc}") from None
-    value = data.get("test_cmd")
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value.strip():
-        raise TestCommandError(f"{path}: test_cmd must be a non-empty string")
-    return value
+        return load_settings(root, needed=("test_cmd",)).config.test_cmd
+    except ConfigError as exc:
+        raise TestCommandError(str(exc)) from None
 
 
 def _python() -> str:

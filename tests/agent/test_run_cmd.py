@@ -6,6 +6,8 @@ import time
 
 import pytest
 
+from clover_cli.trust import TrustStore
+
 from .helpers import CALC, call, make_repo, replay
 
 PATCH = "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n"
@@ -169,13 +171,14 @@ def test_run_second_ctrl_c_exits_130(tmp_path):
 
 
 def test_run_and_fix_take_defaults_from_the_project_config(tmp_path):
-    """`.clover/config.toml` sets the model (and for run the approval) when the command line
-    does not; a `test_cmd` there no longer makes the config unreadable; a bad file is exit 2."""
+    """A trusted repository's `.clover/config.toml` sets the model (and for run a lower approval)
+    when the command line does not; a `test_cmd` there no longer makes the config unreadable; a bad file is exit 2."""
     repo = make_repo(tmp_path / "repo", git=False)
     spec = replay(tmp_path, [call("write_file", path="new.txt", content="x"), "Wrote it."])
     conf = repo / ".clover" / "config.toml"
     conf.parent.mkdir(exist_ok=True)
     conf.write_text(f'model = "{spec}"\napproval = "read-only"\ntest_cmd = "python -m pytest {{test}}"\n')
+    TrustStore().set(repo, True)  # a repository's own settings count only once it is trusted
     p = clover("run", "write it", "--root", str(repo), "--json")
     assert p.returncode == 0, p.stderr
     results = [json.loads(l) for l in p.stdout.splitlines() if json.loads(l)["type"] == "tool_result"]
@@ -212,7 +215,7 @@ def test_run_and_fix_take_defaults_from_the_project_config(tmp_path):
 
 def test_fix_takes_test_cmd_from_the_user_config(tmp_path, monkeypatch):
     """`test_cmd` in ~/.config/clover/config.toml is used when the project sets none (before, it
-    was accepted and ignored); the project file wins over it."""
+    was accepted and ignored); a trusted repository's file wins over it."""
     repo = make_repo(tmp_path / "repo", git=False)
     (repo / "test_calc.py").write_text("def test_add():\n    pass\n")
     xdg = tmp_path / "xdg"
@@ -225,5 +228,9 @@ def test_fix_takes_test_cmd_from_the_user_config(tmp_path, monkeypatch):
     assert json.loads(p.stdout)["command"][:2] == ["python3", "-c"]
     (repo / ".clover").mkdir()
     (repo / ".clover" / "config.toml").write_text('test_cmd = "python3 -m pytest -q {test}"\n')
+    p = clover("fix", "test_calc.py::test_add", "--root", str(repo), "--json")
+    assert json.loads(p.stdout)["command"][:2] == ["python3", "-c"]  # untrusted: ignored
+    assert "not trusted" in p.stderr and "clover trust" in p.stderr
+    TrustStore().set(repo, True)
     p = clover("fix", "test_calc.py::test_add", "--root", str(repo), "--json")
     assert json.loads(p.stdout)["command"][:3] == ["python3", "-m", "pytest"], p.stderr

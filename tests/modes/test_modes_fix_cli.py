@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from clover_cli.trust import TrustStore
 from modes_helpers import BUGGY, FIXED, TEST_ADD, clover, clover_env, git, run, tool_call, write_replay
 
 pytestmark = pytest.mark.slow
@@ -109,6 +110,10 @@ def test_project_config_test_cmd(calc_repo, tmp_path):
     marker = tmp_path / "ran.txt"
     (repo / ".clover" / "config.toml").write_text(
         f'test_cmd = "{sys.executable} -c \\"import sys, pathlib; pathlib.Path(r\'{marker}\').write_text(sys.argv[1])\\" {{test}}"\n')
+    proc = clover("fix", "tests/test_mul.py", "--root", str(repo), cwd=tmp_path)
+    assert proc.returncode == 0 and not marker.exists(), proc.stderr  # untrusted: the default command
+    assert "not trusted" in proc.stderr
+    TrustStore().set(repo, True)
     proc = clover("fix", "tests/test_mul.py", "--root", str(repo), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert marker.read_text() == "tests/test_mul.py"

@@ -12,6 +12,7 @@ from clover_cli.modes.report import BatchReport, report_path, trajectories_dir
 from clover_cli.modes.testguard import TestFileGuard, protected_test_paths
 from clover_cli.modes.testrun import (TestCommandError, build_argv, is_pytest, parse_pytest_summary,
                                       project_test_cmd, trim_output)
+from clover_cli.trust import TrustStore
 
 
 def test_build_argv_placeholders():
@@ -34,9 +35,11 @@ def test_project_test_cmd(tmp_path):
     assert project_test_cmd(tmp_path) is None
     (tmp_path / ".clover").mkdir()
     (tmp_path / ".clover" / "config.toml").write_text('test_cmd = "tox -e py -- {test}"\n')
+    assert project_test_cmd(tmp_path) is None  # an untrusted repository's command never runs
+    TrustStore().set(tmp_path, True)
     assert project_test_cmd(tmp_path) == "tox -e py -- {test}"
     (tmp_path / ".clover" / "config.toml").write_text('test_cmd = [\n')
-    with pytest.raises(TestCommandError, match="cannot read"):
+    with pytest.raises(TestCommandError, match="not valid TOML"):
         project_test_cmd(tmp_path)
 
 

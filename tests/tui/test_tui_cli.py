@@ -7,6 +7,7 @@ import sys
 from click.testing import CliRunner
 
 from clover_cli.cli import cli
+from clover_cli.trust import TrustStore
 
 
 def test_chat_module_imports_no_heavy_packages():
@@ -22,6 +23,7 @@ def test_bad_config_and_arguments_fail_cleanly(tmp_path, monkeypatch):
     root = tmp_path / "proj"
     (root / ".clover").mkdir(parents=True)
     (root / ".clover" / "config.toml").write_text("approval = 'sometimes'\n")
+    TrustStore().set(root, True)  # an untrusted repository's file is not even read
     runner = CliRunner()
     result = runner.invoke(cli, ["--root", str(root)])
     assert result.exit_code == 1

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from clover_cli.config import CloverConfig, ConfigError, load_config
+from clover_cli.trust import TrustStore
 from clover_cli.tui import slash
 from clover_cli.tui.textfilter import MarkupFilter
 from clover_cli.tui.widgets.denoise import render_block
@@ -74,17 +75,20 @@ def _write(path: Path, text: str) -> None:
 
 def test_config_merges_user_project_and_options(tmp_path: Path):
     root = tmp_path / "proj"
-    _write(tmp_path / "xdg" / "clover" / "config.toml", 'model = "smollm2"\nthreshold = 0.9\n')
+    _write(tmp_path / "xdg" / "clover" / "config.toml", 'model = "smollm2"\nthreshold = 0.9\napproval = "yolo"\n')
     _write(root / ".clover" / "config.toml", 'approval = "auto-edit"\nthreshold = 0.8\n')
+    assert load_config(root) == CloverConfig(model="smollm2", approval="yolo", threshold=0.9)  # untrusted
+    TrustStore().set(root, True)
     assert load_config(root) == CloverConfig(model="smollm2", approval="auto-edit", threshold=0.8)
     assert load_config(root, model="tiny", approval=None).model == "tiny"
-    assert load_config(tmp_path / "nowhere") == CloverConfig(model="smollm2", threshold=0.9)
+    assert load_config(tmp_path / "nowhere") == CloverConfig(model="smollm2", approval="yolo", threshold=0.9)
 
 
 def test_config_errors_name_the_file(tmp_path: Path):
     root = tmp_path / "proj"
     bad = root / ".clover" / "config.toml"
     _write(bad, "threshold = = 1")
+    TrustStore().set(root, True)
     with pytest.raises(ConfigError, match="config.toml: not valid TOML"):
         load_config(root)
     _write(bad, "threshold = 1.5")

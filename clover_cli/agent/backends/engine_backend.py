@@ -11,7 +11,7 @@ from typing import Any, Iterator
 
 from clover_cli.agent.backends.base import BackendError, Completion, ModelBackend, StreamItem, ThinkSplitter, block_texts
 from clover_cli.agent.events import DenoiseProgress
-from clover_cli.agent.render import render_prompt
+from clover_cli.agent.encode import encode_conversation
 
 
 class EngineBackend(ModelBackend):
@@ -45,8 +45,9 @@ class EngineBackend(ModelBackend):
         self._piece_cache: dict[int, str] = {}
 
     def prompt_ids(self, messages: list[dict], tools: list[dict]) -> list[int]:
-        """The token ids of the rendered conversation, ending with the assistant's turn opening."""
-        return self.lm.encode(render_prompt(self.lm, messages, tools))
+        """The token ids of the rendered conversation, ending with the assistant's turn opening;
+        message contents are encoded with special tokens split (clover_cli/agent/encode.py)."""
+        return encode_conversation(self.lm, messages, tools)[1]
 
     def count_tokens(self, messages: list[dict], tools: list[dict]) -> int:
         return len(self.prompt_ids(messages, tools))
@@ -62,8 +63,7 @@ class EngineBackend(ModelBackend):
         from clover_cli.engine.config import GenerationConfig
         from clover_cli.engine.events import BlockCommitted, DenoiseStep, GenerationResult
 
-        prompt = render_prompt(self.lm, messages, tools)
-        ids = self.lm.encode(prompt)
+        prompt, ids = encode_conversation(self.lm, messages, tools)
         room = self.context_window - len(ids)
         if room < 1:
             raise BackendError(f"the prompt ({len(ids)} tokens) does not fit the context window "
