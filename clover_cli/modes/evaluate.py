@@ -30,7 +30,7 @@ from clover_cli.modes.grading import grade_tests, is_resolved, status_map_from_l
 from clover_cli.modes.instances import Instance
 from clover_cli.modes.logparse import ParserUnavailable, frame_log, parser_for
 from clover_cli.modes.patching import apply_model_patch, apply_test_patch, reset_test_files
-from clover_cli.modes.specs import SYSTEM_CMD, EvalSpec, is_pytest_cmd, spec_for, test_command
+from clover_cli.modes.specs import SYSTEM_CMD, EvalSpec, eval_test_command, is_pytest_cmd, spec_for
 from clover_cli.modes.worktree import WorktreeError, add_worktree, remove_worktree
 
 
@@ -56,7 +56,7 @@ def prepare(instance: Instance, opts: EvalOptions, clone: Path) -> tuple[EvalSpe
         commit = str(instance.extra.get("environment_setup_commit") or instance.base_commit)
         env = ensure_env(spec, instance.repo, instance.version, clone, commit, opts.env_dir,
                          opts.progress if opts.progress is not None else sys.stderr)
-    command = test_command(spec, instance, opts.test_cmd)
+    command = eval_test_command(spec, instance, opts.test_cmd)
     # `pytest` as the first word runs the environment's own pytest module (same program, and no
     # other pytest found earlier on PATH can stand in for it)
     command = re.sub(r"^pytest(?=\s|$)", shlex.quote(str(env.python)) + " -m pytest", command)

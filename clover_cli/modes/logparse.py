@@ -37,7 +37,7 @@ def frame_log(output: str, exit_code: int | None) -> str:
     return f"{START_MARK}\n{body}{END_MARK}\n{tail}"
 
 
-def test_section(log: str) -> str | None:
+def log_test_section(log: str) -> str | None:
     """The text between the markers, or None when the log has no complete test section."""
     if START_MARK not in log or END_MARK not in log:
         return None

@@ -92,7 +92,7 @@ def patch_files(patch: str) -> list[str]:
     return list(dict.fromkeys(p.strip() for p in found if p.strip() and p.strip() != "/dev/null"))
 
 
-def test_directives(instance: Instance) -> list[str]:
+def eval_test_files(instance: Instance) -> list[str]:
     """The test files (Django: modules) the test command is given: those the test_patch touches."""
     files = [p for p in dict.fromkeys(_DIFF_PATH.findall(instance.test_patch))
              if not p.endswith(NON_TEST_SUFFIXES)]
@@ -106,11 +106,11 @@ def test_directives(instance: Instance) -> list[str]:
     return out
 
 
-def test_command(spec: EvalSpec, instance: Instance, override: str | None = None) -> str:
+def eval_test_command(spec: EvalSpec, instance: Instance, override: str | None = None) -> str:
     """The shell command that runs the instance's test files (`--test-cmd` may replace the
     runner: `{tests}` marks where the files go, else they are appended)."""
     base = override or spec.test_cmd
-    files = " ".join(_quote(t) for t in test_directives(instance))
+    files = " ".join(_quote(t) for t in eval_test_files(instance))
     if "{tests}" in base or "{test}" in base:
         return base.replace("{tests}", files).replace("{test}", files)
     return f"{base} {files}".strip()
