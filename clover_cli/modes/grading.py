@@ -14,7 +14,7 @@ The rules of the SWE-bench harness's `get_eval_report` (swebench.harness.grading
 """
 from __future__ import annotations
 
-from clover_cli.modes.logparse import exit_code_of, test_section
+from clover_cli.modes.logparse import exit_code_of, log_test_section
 
 PASSING = ("PASSED", "XFAIL")
 
@@ -55,7 +55,7 @@ def is_resolved(tests_status: dict) -> bool:
 
 def status_map_from_log(log: str, parse) -> tuple[dict[str, str], str | None]:
     """(status map, why there is none) for a framed log and a parser `parse(text)`."""
-    section = test_section(log)
+    section = log_test_section(log)
     if section is None:
         return {}, "the log has no complete test output"
     status_map = parse(section) or parse(log)
