@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -161,10 +162,47 @@ def _find_python(version: str) -> str:
     return found
 
 
-def _requirements(clone: Path, commit: str) -> str | None:
-    proc = subprocess.run(["git", "show", f"{commit}:requirements.txt"], cwd=str(clone),
-                          capture_output=True, text=True)
+def _git_show(clone: Path, commit: str, path: str) -> str | None:
+    proc = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=str(clone), capture_output=True,
+                          text=True)
     return proc.stdout if proc.returncode == 0 else None
+
+
+def _official_table(name: str):
+    try:
+        from swebench.harness.constants import python as consts  # swebench 4.x
+    except Exception:
+        return None
+    return getattr(consts, name, None)
+
+
+def _requirements(clone: Path, repo: str, commit: str) -> str | None:
+    """The repository's requirements at `commit`, read from the local clone (not fetched): the
+    file the official harness reads for this repository (else requirements.txt), one level of
+    `-r` includes followed, editable/self installs and comments dropped."""
+    paths = (_official_table("MAP_REPO_TO_REQS_PATHS") or {}).get(repo) or ["requirements.txt"]
+    for path in paths:
+        text = _git_show(clone, commit, path)
+        if text is not None:
+            break
+    else:
+        return None
+    folder = path.rpartition("/")[0]
+    own: list[str] = []
+    included: list[str] = []
+    drop = ("-e .", "#", ".[test")
+    for line in text.splitlines():
+        if line.strip().startswith("-r"):
+            name = line.strip()[2:].strip()
+            extra = _git_show(clone, commit, f"{folder}/{name}" if folder else name) or ""
+            included.extend(ln for ln in extra.splitlines() if not ln.strip().startswith(drop))
+        elif not line.strip().startswith(drop):
+            own.append(line)
+    out = "\n".join(included + own) + "\n"
+    for old, new in _official_table("REPLACE_REQ_PACKAGES") or ():
+        pattern = rf"^{re.escape(old)}([<>=!~]=?.*|$)" + ("\n?" if new is None else "")
+        out = re.sub(pattern, new or "", out, flags=re.M)
+    return out
 
 
 def ensure_env(spec: EvalSpec, repo: str, version: str, clone: Path, commit: str,
@@ -191,9 +229,9 @@ def ensure_env(spec: EvalSpec, repo: str, version: str, clone: Path, commit: str
         python = builder.create(spec.python)
         warnings: list[str] = []
         if spec.packages == "requirements.txt":
-            text = _requirements(clone, commit)
+            text = _requirements(clone, repo, commit)
             if text is None:
-                warnings.append(f"requirements.txt not found at {commit[:12]}")
+                warnings.append(f"no requirements file found at {commit[:12]}")
             else:
                 req = root / "clover-requirements.txt"
                 req.write_text(text, encoding="utf-8")

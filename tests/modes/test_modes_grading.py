@@ -31,7 +31,9 @@ def test_builtin_parser_normalises_ids_like_the_official_one():
                    "tests/test_a.py::test_skipped_named": "SKIPPED", "[100%]": "PASSED"}
     if official.available():
         from swebench.harness.log_parsers.python import parse_log_pytest
-        assert parse_log_pytest(LOG, None) == got
+        theirs = parse_log_pytest(LOG, None)
+        theirs.pop("[1]", None)          # swebench 4.x kept the "SKIPPED [1] file:line" count as an id
+        assert theirs == got
 
 
 def test_grading_rules():

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import pytest
@@ -97,3 +98,15 @@ def test_missing_optional_readers_give_one_line(tmp_path, monkeypatch):
         load_any(None, dataset="princeton-nlp/SWE-bench_Verified")
     with pytest.raises(InstanceFileError, match="--instances FILE or --dataset"):
         load_any(None)
+
+
+def test_dataset_offline_is_one_clear_line(tmp_path):
+    pytest.importorskip("datasets")
+    import subprocess
+
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    code = ("from clover_cli.modes.instances import load_any, InstanceFileError\n"
+            "try:\n    load_any(None, dataset='princeton-nlp/SWE-bench_Verified')\n"
+            "except InstanceFileError as e:\n    print('ERR', e)\n")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.stdout.startswith("ERR cannot load dataset 'princeton-nlp/SWE-bench_Verified' (split 'test')")

@@ -108,3 +108,18 @@ def test_spec_key_changes_with_what_goes_into_the_environment():
     b = EvalSpec(python="3.9", pip_packages=("pytest", "numpy"))
     assert env_key("o/n", "1.0", a) != env_key("o/n", "1.0", b)
     assert env_key("o/n", "1.0", a) == env_key("o/n", "1.0", EvalSpec(python="3.9", pip_packages=("pytest",)))
+
+
+def test_requirements_are_read_from_the_local_clone(tmp_path):
+    from modes_helpers import git
+    from clover_cli.modes.envs import _requirements
+
+    clone = tmp_path / "o__n"
+    sc.make_repo(clone)
+    (clone / "requirements.txt").write_text("-r extra.txt\n-e .\n# a comment\npytest==8.0\n")
+    (clone / "extra.txt").write_text("numpy\n.[test]\n")
+    git(clone, "add", "-A")
+    git(clone, "commit", "-qm", "reqs")
+    text = _requirements(clone, "o/n", git(clone, "rev-parse", "HEAD"))
+    assert text.split() == ["numpy", "pytest==8.0"]
+    assert _requirements(clone, "o/n", git(clone, "rev-parse", "HEAD~1")) is None
