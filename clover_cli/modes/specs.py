@@ -3,7 +3,7 @@
 With the `swebench` package (4.x, whose `MAP_REPO_VERSION_TO_SPECS` holds the per-repository,
 per-version specs of the official harness) those come from the official spec. Without it (or for
 a repository/version it does not list) a built-in default: the interpreter Clover runs on,
-no install step beyond the repository itself, and `pytest -rA` - the official command for most
+pytest and the repository itself installed into the environment, and `pytest -rA` - the official command for most
 pytest repositories - with Django's and SymPy's own runners for those two.
 
 The tests run are the WHOLE files the test_patch touches (the official "test directives"):
@@ -73,7 +73,8 @@ def spec_for(instance: Instance, python: str | None = None) -> EvalSpec:
     if raw is None:
         cmd = BUILTIN_TEST_CMDS.get(instance.repo, DEFAULT_TEST_CMD)
         here = f"{sys.version_info.major}.{sys.version_info.minor}"
-        return EvalSpec(python=python or here, test_cmd=cmd)
+        return EvalSpec(python=python or here, test_cmd=cmd,
+                        pip_packages=("pytest",) if is_pytest_cmd(cmd) else ())
     test_cmd = raw.get("test_cmd") or DEFAULT_TEST_CMD
     if isinstance(test_cmd, list):
         test_cmd = test_cmd[-1]

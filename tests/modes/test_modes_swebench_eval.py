@@ -17,8 +17,10 @@ def test_environment_is_built_once_per_repo_and_version_and_one_without_pytest_i
     clone = tmp_path / "pallets__flask"
     base = sc.make_repo(clone)
     inst = sc.instance(base, clone, version="0.0-test")       # no official spec: the built-in one
-    spec = spec_for(inst)
-    assert spec.source == "builtin" and spec.python == f"{sys.version_info.major}.{sys.version_info.minor}"
+    builtin = spec_for(inst)
+    assert builtin.source == "builtin" and builtin.python == f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert builtin.pip_packages == ("pytest",)
+    spec = EvalSpec(python=builtin.python)                    # the same, minus pytest: no network here
     log = io.StringIO()
     env = ensure_env(spec, inst.repo, inst.version, clone, base, tmp_path / "envs", log)
     assert env.root.name == env_key(inst.repo, inst.version, spec) and env.python.is_file()
@@ -29,7 +31,7 @@ def test_environment_is_built_once_per_repo_and_version_and_one_without_pytest_i
     assert again.getvalue() == ""                             # reused, not rebuilt
     assert env_key(inst.repo, "other", spec) != env.root.name
     ev = evaluate_prediction(clone, inst, sc.gold_patch(clone), tmp_path / "w",
-                             EvalOptions(env_dir=tmp_path / "envs", progress=io.StringIO()))
+                             EvalOptions(env_dir=tmp_path / "envs"), env_info=(spec, env, "pytest -rA"))
     assert ev["verdict"] == "error" and "has no pytest" in ev["error"], ev
 
 
