@@ -235,7 +235,7 @@ def ensure_env(spec: EvalSpec, repo: str, version: str, clone: Path, commit: str
             else:
                 req = root / "clover-requirements.txt"
                 req.write_text(text, encoding="utf-8")
-                builder.pip(python, ["-r", str(req)], "requirements.txt")
+                builder.pip(python, ["-r", str(req)], f"the requirements at {commit[:12]}")
         elif spec.packages == "environment.yml":
             warnings.append("the spec's environment.yml is a conda environment; only its "
                             "pip_packages are installed locally (use --evaluate docker to be exact)")

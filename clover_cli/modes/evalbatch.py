@@ -61,9 +61,13 @@ def verdict_of(entry: dict) -> str:
 
 def summary_table(instances: dict[str, dict], elapsed: float) -> str:
     """One line per instance (verdict, seconds, reason) and the totals, for stderr."""
-    rows = [(key, verdict_of(e), e.get("evaluation", {}).get("reason") if isinstance(
-        e.get("evaluation"), dict) else e.get("error", ""), e.get("evaluation", {}).get("seconds")
-        if isinstance(e.get("evaluation"), dict) else None) for key, e in instances.items()]
+    rows = []
+    for key, e in instances.items():
+        ev = e.get("evaluation") if isinstance(e.get("evaluation"), dict) else None
+        reason = (ev.get("reason") or "") if ev else e.get("error", "")
+        if ev and ev.get("cached"):
+            reason += " (cached verdict)"
+        rows.append((key, verdict_of(e), reason, ev.get("seconds") if ev else None))
     width = max([len(r[0]) for r in rows] + [8])
     lines = [f"{'instance':<{width}}  {'verdict':<10}  {'secs':>7}  reason"]
     for key, verdict, reason, secs in rows:
