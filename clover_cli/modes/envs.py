@@ -55,7 +55,10 @@ class TestEnv:
         return self.python.parent
 
     def lock(self) -> threading.Lock:
-        """One evaluation at a time per environment (the repository is installed into it)."""
+        """One evaluation at a time per built environment (the repository is installed into it);
+        a forced interpreter gets nothing installed, so its runs need no lock."""
+        if self.root is None:
+            return threading.Lock()
         with _guard:
             return _locks[self.key or str(self.python)]
 

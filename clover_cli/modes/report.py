@@ -113,7 +113,7 @@ class BatchReport:
         for key, entry in self.instances.items():
             if entry.get("status") == "error":
                 lines.append(f"  error {key}: {entry.get('error', '')}")
-        if t["evaluated"] or self.header.get("evaluate"):
+        if t["evaluated"] or self.header.get("evaluate") in (True, "local"):
             lines.append(f"resolved {t['resolved']}/{t['evaluated']} evaluated ({EVAL_NOTE})")
             for key, entry in self.instances.items():
                 ev = entry.get("evaluation")

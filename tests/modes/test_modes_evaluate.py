@@ -130,3 +130,16 @@ def test_interpreter_without_pytest_is_an_error(case, tmp_path):
     opts = EvalOptions(python=str(bare / "bin" / "python"))
     ev = evaluate_prediction(clone, inst, sc.gold_patch(clone), tmp_path / "w", opts)
     assert ev["verdict"] == "error" and "has no pytest" in ev["error"], ev
+
+
+def test_a_test_file_the_agent_created_is_replaced_by_the_test_patch(case):
+    clone, base, _, opts = case
+    new_test = "from calc import add\n\n\ndef test_add_new():\n    assert add(2, 3) == 5\n"
+    test_patch = sc.diff_of(clone, lambda p: (p / "tests" / "test_new.py").write_text(new_test))
+    inst = sc.instance(base, clone, test_patch=test_patch, fail_to_pass=("tests/test_new.py::test_add_new",),
+                       pass_to_pass=())
+    mine = sc.diff_of(clone, lambda p: ((p / "calc.py").write_text(sc.CALC.replace("a - b", "a + b")),
+                                        (p / "tests" / "test_new.py").write_text("def test_mine():\n    pass\n")))
+    ev = evaluate_prediction(clone, inst, mine, clone.parent / "new", opts)
+    assert ev["verdict"] == "resolved", ev
+    assert "test_mine" not in Path(ev["log"]).read_text()
