@@ -99,6 +99,12 @@ def test_docker_mode_says_clearly_what_is_missing(tmp_path):
                 "--instances", str(tmp_path / "i.jsonl"), "--evaluate", "docker"], tmp_path, check=False, env=env)
     assert proc.returncode == 2 and "--evaluate docker needs" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    (tmp_path / "idle.json").write_text(json.dumps({"completions": ["Nothing."]}))
+    gen = run([sys.executable, "-m", "clover_cli.cli", "swebench", "--instances", str(tmp_path / "i.jsonl"),
+               "--output", str(tmp_path / "out.jsonl"), "--model", f"replay:{tmp_path / 'idle.json'}",
+               "--evaluate", "docker"], tmp_path, check=False, env=env)
+    assert gen.returncode == 2 and "--evaluate docker needs" in gen.stderr, gen.stderr
+    assert not (tmp_path / "out.jsonl").exists()                       # refused before any agent ran
     argv = docker_command(preds, "princeton-nlp/SWE-bench_Verified", "r1", 2, ["a__b-1"])
     assert argv[1:3] == ["-m", "swebench.harness.run_evaluation"]
     assert argv[argv.index("--predictions_path") + 1] == str(preds)
