@@ -1,9 +1,9 @@
 """Per-instance test environments for local evaluation, built once per repository + version.
 
-An environment is a virtual environment made for the spec's Python version (`uv venv` when uv is
-on PATH, else `pythonX.Y -m venv`) with the spec's dependencies installed (`uv pip` or pip):
-`requirements.txt` read from the local clone at the instance's environment_setup_commit (or
-base commit), a package list, and `pip_packages`. The repository itself is installed later, in
+An environment is a virtual environment made for the spec's Python version (`uv venv --seed`
+when uv is on PATH, so pip is there for the install steps; else `pythonX.Y -m venv`) with the
+spec's dependencies installed (`uv pip` or pip): the requirements file read from the local clone
+at the instance's environment_setup_commit (or base commit), a package list, and `pip_packages`. The repository itself is installed later, in
 each evaluation worktree (the spec's `install` step), since every instance has its own checkout.
 
 Environments are cached under `--env-dir` (default `$XDG_CACHE_HOME/clover/swebench-envs`),
@@ -137,7 +137,7 @@ class _Builder:
     def create(self, version: str) -> Path:
         if self.uv:
             self.say(f"creating a virtual environment with uv (python {version or 'default'})")
-            self.run([self.uv, "venv", "--quiet", *(["--python", version] if version else []),
+            self.run([self.uv, "venv", "--quiet", "--seed", *(["--python", version] if version else []),
                       str(self.root)])
         else:
             exe = _find_python(version)
