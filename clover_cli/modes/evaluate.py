@@ -1,101 +1,191 @@
-"""Local, docker-free evaluation of a prediction (`clover swebench --evaluate`).
+"""Local evaluation of one prediction, following the SWE-bench harness step by step.
 
-A convenience, NOT the official SWE-bench harness: it runs the repository's tests with whatever
-Python and packages this machine has, not the pinned per-instance docker image. The procedure
-mirrors the harness: a fresh worktree at base_commit, `git apply` the model patch, `git apply`
-the test_patch, run FAIL_TO_PASS and PASS_TO_PASS; resolved when every one of them passes.
+1. An empty model patch is not evaluated: unresolved, as in the official harness.
+2. A fresh worktree of the local clone at base_commit; the model patch goes in with the
+   harness's fallbacks (patching.py); the instance's environment is built or reused (envs.py).
+3. The repository is installed into the environment (the spec's pre_install and install steps).
+4. The test_patch's files are reset to base_commit, the test_patch is applied.
+5. The test command runs on the WHOLE test files (specs.py), its output framed with the
+   harness's markers and exit status into a log (logparse.py), which is parsed with the
+   repository's parser and graded (grading.py; the `swebench` package's own grader when it is
+   installed and current, see official.py).
+
+Verdicts: "resolved", "unresolved" (graded, or no patch), "error" (could not be graded: patch or
+test_patch did not apply, environment, interpreter without pytest, timeout, no test log).
 """
 from __future__ import annotations
 
+import re
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
+from clover_cli.modes import official
+from clover_cli.modes.envs import EnvError, TestEnv, ensure_env, forced_env
+from clover_cli.modes.grading import grade_tests, is_resolved, status_map_from_log
 from clover_cli.modes.instances import Instance
-from clover_cli.modes.testrun import (DEFAULT_EVAL_CMD, TestCommandError, build_argv, is_pytest,
-                                      parse_pytest_summary, run_tests)
-from clover_cli.modes.worktree import WorktreeError, add_worktree, apply_patch, remove_worktree
-
-PASSING = ("PASSED", "XFAIL")
-
-
-def _status_each(template: str, tests: list[str], cwd: Path, timeout: float) -> dict[str, str]:
-    results: dict[str, str] = {}
-    for test in tests:
-        argv = build_argv(template, [test])
-        run = run_tests(argv, cwd, timeout)
-        status = parse_pytest_summary(run.output).get(test) if is_pytest(argv) else None
-        results[test] = status or ("PASSED" if run.passed else "FAILED")
-    return results
+from clover_cli.modes.logparse import ParserUnavailable, frame_log, parser_for
+from clover_cli.modes.patching import apply_model_patch, apply_test_patch, reset_test_files
+from clover_cli.modes.specs import SYSTEM_CMD, EvalSpec, eval_test_command, is_pytest_cmd, spec_for
+from clover_cli.modes.worktree import WorktreeError, add_worktree, remove_worktree
 
 
-def run_test_ids(template: str, tests: list[str], cwd: Path, timeout: float = 900) -> dict[str, str]:
-    """Status of each test id: PASSED / FAILED / ERROR / XFAIL / XPASS.
+@dataclass
+class EvalOptions:
+    """How predictions are evaluated locally."""
 
-    pytest commands run all ids at once and read the `-rA` summary; ids missing from it (pytest
-    refuses the whole run when one id is unknown) are run one by one. Other commands run once per
-    id and pass on exit code 0.
-    """
-    if not tests:
-        return {}
-    argv = build_argv(template, tests)
-    if not is_pytest(argv):
-        return _status_each(template, tests, cwd, timeout)
-    if "-rA" not in argv:
-        argv.append("-rA")
-    summary = parse_pytest_summary(run_tests(argv, cwd, timeout).output)
-    results = {t: summary[t] for t in tests if t in summary}
-    missing = [t for t in tests if t not in results]
-    if missing and len(tests) > 1:
-        results.update(_status_each(template, missing, cwd, timeout))
+    test_cmd: str | None = None  # replaces the spec's runner; {tests} = the test files
+    timeout: float = 1800.0
+    python: str | None = None  # force this interpreter (no environment is built)
+    env_dir: Path | None = None
+    keep: bool = False
+    log_dir: Path | None = None  # where <id>.eval.log goes (default: beside the worktree)
+    progress: TextIO | None = None
+
+
+def prepare(instance: Instance, opts: EvalOptions, clone: Path) -> tuple[EvalSpec, TestEnv, str]:
+    """(spec, environment, test command) for an instance; EnvError when no environment."""
+    spec = spec_for(instance)
+    if opts.python:
+        env = forced_env(opts.python)
     else:
-        results.update({t: "FAILED" for t in missing})
-    return results
+        commit = str(instance.extra.get("environment_setup_commit") or instance.base_commit)
+        env = ensure_env(spec, instance.repo, instance.version, clone, commit, opts.env_dir,
+                         opts.progress if opts.progress is not None else sys.stderr)
+    command = eval_test_command(spec, instance, opts.test_cmd)
+    # `pytest` as the first word runs the environment's own pytest module (same program, and no
+    # other pytest found earlier on PATH can stand in for it)
+    command = re.sub(r"^pytest(?=\s|$)", shlex.quote(str(env.python)) + " -m pytest", command)
+    return spec, env, command
 
 
-def _split(tests: tuple[str, ...], status: dict[str, str]) -> dict[str, list[str]]:
-    return {"success": [t for t in tests if status.get(t) in PASSING],
-            "failure": [t for t in tests if status.get(t) not in PASSING]}
+def _bash(script: str, cwd: Path, env: TestEnv, timeout: float) -> tuple[int | None, str]:
+    try:
+        proc = subprocess.run(["bash", "-c", "set -uo pipefail\n" + script], cwd=str(cwd),
+                              capture_output=True, text=True, errors="replace", timeout=timeout,
+                              env=env.environ(), stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout or ""
+        return None, (out.decode("utf-8", "replace") if isinstance(out, bytes) else out)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def _install(spec: EvalSpec, env: TestEnv, tree: Path, opts: EvalOptions) -> str | None:
+    """Run the spec's pre_install/install steps in the worktree; an error message or None."""
+    if opts.python:
+        return None  # a forced interpreter is used as it is
+    steps = [c for c in spec.pre_install if not SYSTEM_CMD.match(c)]
+    install = spec.install
+    if not install and spec.source == "builtin" and any(
+            (tree / f).is_file() for f in ("setup.py", "pyproject.toml")):
+        install = "python -m pip install -e ."
+    if install:
+        steps.append(install)
+    for step in steps:
+        code, out = _bash(step, tree, env, opts.timeout)
+        if code != 0:
+            tail = out.strip().splitlines()[-1:] or ["timed out" if code is None else f"exit {code}"]
+            return f"install step failed: {step[:80]}: {tail[0][:200]}"
+    return None
+
+
+def _grade(instance: Instance, patch: str, log: str, log_path: Path, entry: dict) -> None:
+    try:
+        parser_name, parse = parser_for(instance.repo, instance.extra.get("log_parser"))
+    except ParserUnavailable as exc:
+        entry.update(verdict="error", reason=str(exc))
+        return
+    entry["parser"] = parser_name
+    status_map, why = status_map_from_log(log, parse)
+    if why:
+        entry.update(verdict="unresolved", reason=why,
+                     tests_status=grade_tests({}, instance.fail_to_pass, instance.pass_to_pass))
+        return
+    tests = grade_tests(status_map, instance.fail_to_pass, instance.pass_to_pass)
+    resolved = is_resolved(tests)
+    entry["graded_by"] = "clover"
+    if parser_name.startswith("swebench:") and official.skip_is_failure():
+        rep = official.official_report(instance, patch, log_path, parser_name.split(":", 1)[1])
+        if rep is not None and "tests_status" in rep:
+            tests = {k: rep["tests_status"][k] for k in ("FAIL_TO_PASS", "PASS_TO_PASS")}
+            resolved = bool(rep.get("resolved"))
+            entry["graded_by"] = "swebench"
+    f2p, p2p = tests["FAIL_TO_PASS"], tests["PASS_TO_PASS"]
+    entry.update(tests_status=tests, resolved=resolved,
+                 verdict="resolved" if resolved else "unresolved",
+                 reason=(f"FAIL_TO_PASS {len(f2p['success'])}/{len(f2p['success']) + len(f2p['failure'])}, "
+                         f"PASS_TO_PASS {len(p2p['success'])}/{len(p2p['success']) + len(p2p['failure'])}"))
 
 
 def evaluate_prediction(clone: Path, instance: Instance, model_patch: str, dest: Path,
-                        test_cmd: str | None = None, timeout: float = 900,
-                        keep: bool = False) -> dict:
+                        opts: EvalOptions | None = None, env_info: tuple | None = None) -> dict:
     """Evaluate one prediction in a fresh worktree `dest`; returns the report entry.
 
-    Entry: {"resolved": bool, "patch_applied": bool, "tests_status": {"FAIL_TO_PASS":
-    {"success": [...], "failure": [...]}, "PASS_TO_PASS": {...}}, "error": str (on failure)}.
-    Never raises for an instance-level problem; those go into "error".
+    Entry: verdict, resolved, reason, patch_applied, apply_method, test_command, log,
+    tests_status ({"FAIL_TO_PASS": {"success", "failure"}, "PASS_TO_PASS": ...}), and "error"
+    (= reason) when the verdict is "error". Never raises for an instance-level problem.
+    `env_info`: (spec, env, command) from prepare(), if already made.
     """
-    entry: dict = {"resolved": False, "patch_applied": False}
-    if not instance.fail_to_pass:
-        entry["error"] = "instance has no FAIL_TO_PASS tests; cannot evaluate"
+    opts = opts or EvalOptions()
+    start = time.monotonic()
+    entry: dict = {"verdict": "error", "resolved": False, "patch_applied": False}
+
+    def done(verdict: str, reason: str) -> dict:
+        entry.update(verdict=verdict, reason=reason)
+        return finish()
+
+    def finish() -> dict:
+        if entry["verdict"] == "error":
+            entry["error"] = entry.get("reason", "error")
+        entry["seconds"] = round(time.monotonic() - start, 2)
         return entry
-    template = test_cmd or DEFAULT_EVAL_CMD
+
+    if not model_patch.strip():
+        return done("unresolved", "empty patch (not evaluated, as in the official harness)")
+    if not instance.fail_to_pass:
+        return done("error", "instance has no FAIL_TO_PASS tests; cannot evaluate")
+    try:
+        spec, env, command = env_info or prepare(instance, opts, clone)
+    except EnvError as exc:
+        return done("error", str(exc))
+    entry["test_command"] = command
+    if is_pytest_cmd(command) and not env.has_module("pytest"):
+        return done("error", f"the test interpreter {env.python} has no pytest")
     try:
         add_worktree(clone, instance.base_commit, dest)
     except WorktreeError as exc:
-        entry["error"] = str(exc)
-        return entry
+        return done("error", str(exc))
     try:
-        ok, msg = apply_patch(dest, model_patch, "model patch")
-        if not ok:
-            entry["error"] = msg
-            return entry
-        entry["patch_applied"] = True
-        ok, msg = apply_patch(dest, instance.test_patch, "test_patch")
-        if not ok:
-            entry["error"] = msg
-            return entry
-        tests = list(dict.fromkeys(instance.fail_to_pass + instance.pass_to_pass))
-        try:
-            status = run_test_ids(template, tests, dest, timeout)
-        except TestCommandError as exc:
-            entry["error"] = str(exc)
-            return entry
-        f2p = _split(instance.fail_to_pass, status)
-        p2p = _split(instance.pass_to_pass, status)
-        entry["tests_status"] = {"FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p}
-        entry["resolved"] = not f2p["failure"] and not p2p["failure"]
-        return entry
+        method, msg = apply_model_patch(dest, model_patch)
+        if method is None:
+            return done("error", f"model patch did not apply (git apply, --reject, patch --fuzz=5): {msg}")
+        entry.update(patch_applied=True, apply_method=method)
+        with env.lock():
+            problem = _install(spec, env, dest, opts)
+            if problem:
+                return done("error", problem)
+            reset_test_files(dest, instance.base_commit, instance.test_patch)
+            ok, msg = apply_test_patch(dest, instance.test_patch)
+            if not ok:
+                return done("error", msg)
+            script = "\n".join([*spec.eval_commands, command])
+            code, output = _bash(script, dest, env, opts.timeout)
+        if code is None:
+            return done("error", f"tests timed out after {opts.timeout:.0f}s")
+        log = frame_log(output, code)
+        log_dir = Path(opts.log_dir) if opts.log_dir else dest.parent
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = log_dir / (dest.name + ".log")
+        log_path.write_text(log, encoding="utf-8")
+        entry["log"] = str(log_path)
+        _grade(instance, model_patch, log, log_path, entry)
+        return finish()
+    except WorktreeError as exc:
+        return done("error", str(exc))
     finally:
-        if not keep:
+        if not opts.keep:
             remove_worktree(clone, dest)

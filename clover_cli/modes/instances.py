@@ -1,4 +1,9 @@
-"""SWE-bench-style instance files: a JSON list or JSONL, read tolerantly.
+"""SWE-bench-style instances: a JSON list, JSONL or parquet file, or a dataset, read tolerantly.
+
+The official dataset files load as published: parquet (through pyarrow, when installed), JSON,
+JSONL, with FAIL_TO_PASS / PASS_TO_PASS as JSON-encoded strings or as lists. A dataset name
+(`princeton-nlp/SWE-bench_Verified`) loads through the `datasets` package, which needs the
+network the first time (it is imported only then; tests never do).
 
 A malformed line or entry never stops the batch: it comes back as an `InstanceError` with the
 line number, and every good instance is still returned.
@@ -58,6 +63,8 @@ def _test_list(value, name: str) -> tuple[str, ...]:
             value = json.loads(value)
         except json.JSONDecodeError:
             raise ValueError(f"{name} is a string but not a JSON list") from None
+    if isinstance(value, tuple) or type(value).__name__ == "ndarray":
+        value = list(value)
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ValueError(f"{name} must be a list of test ids")
     return tuple(value)
@@ -144,3 +151,65 @@ def load_instances(path: Path) -> tuple[list[Instance], list[InstanceError]]:
     except (OSError, UnicodeDecodeError) as exc:
         raise InstanceFileError(f"cannot read instances file {path}: {exc}") from None
     return parse_instances(text)
+
+
+def rows_to_instances(rows) -> tuple[list[Instance], list[InstanceError]]:
+    """Instances from decoded rows (dicts), with the same checks as a file."""
+    text_free: list[Instance] = []
+    errors: list[InstanceError] = []
+    seen: set[str] = set()
+    for i, item in enumerate(rows):
+        try:
+            inst = instance_from_dict(dict(item) if hasattr(item, "keys") else item)
+        except ValueError as exc:
+            errors.append(InstanceError(f"row {i + 1}", str(exc), _entry_id(item)))
+            continue
+        if inst.instance_id in seen:
+            errors.append(InstanceError(f"row {i + 1}", f"duplicate instance_id {inst.instance_id!r}"))
+            continue
+        seen.add(inst.instance_id)
+        text_free.append(inst)
+    return text_free, errors
+
+
+def load_parquet(path: Path) -> tuple[list[Instance], list[InstanceError]]:
+    """A parquet dataset file (as published on the Hugging Face hub), through pyarrow."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise InstanceFileError("reading parquet needs pyarrow (pip install pyarrow), "
+                                "or convert the file to JSONL") from None
+    try:
+        rows = pq.read_table(str(path)).to_pylist()
+    except FileNotFoundError:
+        raise InstanceFileError(f"instances file not found: {path}") from None
+    except Exception as exc:  # pyarrow's own errors: not parquet, truncated
+        raise InstanceFileError(f"cannot read parquet file {path}: {str(exc).splitlines()[0]}") from None
+    return rows_to_instances(rows)
+
+
+def load_dataset_rows(name: str, split: str = "test") -> tuple[list[Instance], list[InstanceError]]:
+    """A dataset by name through the `datasets` package (needs the network, or its cache)."""
+    try:
+        import datasets  # optional; heavy, so imported only here
+    except ImportError:
+        raise InstanceFileError("--dataset needs the datasets package (pip install datasets), "
+                                "or download the dataset file and pass --instances") from None
+    try:
+        rows = datasets.load_dataset(name, split=split)
+    except Exception as exc:  # offline, unknown name, unknown split
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise InstanceFileError(f"cannot load dataset {name!r} (split {split!r}): {first[:200]}") from None
+    return rows_to_instances(list(rows))
+
+
+def load_any(path: Path | None, dataset: str | None = None,
+             split: str = "test") -> tuple[list[Instance], list[InstanceError]]:
+    """--instances FILE (.parquet, .json, .jsonl) or --dataset NAME."""
+    if dataset:
+        return load_dataset_rows(dataset, split)
+    if path is None:
+        raise InstanceFileError("give --instances FILE or --dataset NAME")
+    if Path(path).suffix == ".parquet":
+        return load_parquet(Path(path))
+    return load_instances(Path(path))

@@ -17,13 +17,20 @@ from pathlib import Path
 
 from clover_cli.modes.predictions import write_atomic
 
-EVAL_NOTE = "local docker-free evaluation: a convenience, not the official SWE-bench harness"
+EVAL_NOTE = ("local evaluation with the official grading rules, in local environments "
+             "(the docker harness, --evaluate docker, is the reference)")
 
 
 def report_path(output: Path) -> Path:
     """`preds.jsonl` -> `preds.report.json` in the same folder."""
     output = Path(output)
     return output.with_name(output.stem + ".report.json")
+
+
+def eval_logs_dir(output: Path) -> Path:
+    """`preds.jsonl` -> `preds.eval-logs/` (one framed test log per evaluated instance)."""
+    output = Path(output)
+    return output.with_name(output.stem + ".eval-logs")
 
 
 def trajectories_dir(output: Path) -> Path:
@@ -78,6 +85,8 @@ class BatchReport:
                                  for e in entries),
             "evaluated": len(evaluated),
             "resolved": sum(bool(ev.get("resolved")) for ev in evaluated),
+            "unresolved": sum(_verdict(ev) == "unresolved" for ev in evaluated),
+            "eval_errors": sum(_verdict(ev) == "error" for ev in evaluated),
         }
 
     def as_dict(self) -> dict:
@@ -104,12 +113,17 @@ class BatchReport:
         for key, entry in self.instances.items():
             if entry.get("status") == "error":
                 lines.append(f"  error {key}: {entry.get('error', '')}")
-        if t["evaluated"] or self.header.get("evaluate"):
+        if t["evaluated"] or self.header.get("evaluate") in (True, "local"):
             lines.append(f"resolved {t['resolved']}/{t['evaluated']} evaluated ({EVAL_NOTE})")
             for key, entry in self.instances.items():
                 ev = entry.get("evaluation")
                 if isinstance(ev, dict):
-                    mark = "resolved" if ev.get("resolved") else "unresolved"
-                    extra = f" ({ev['error']})" if ev.get("error") else ""
-                    lines.append(f"  {mark} {key}{extra}")
+                    why = ev.get("reason") or ev.get("error")
+                    lines.append(f"  {_verdict(ev)} {key}" + (f" ({why})" if why else ""))
         return "\n".join(lines)
+
+
+def _verdict(ev: dict) -> str:
+    if ev.get("verdict") in ("resolved", "unresolved", "error"):
+        return ev["verdict"]
+    return "resolved" if ev.get("resolved") else ("error" if ev.get("error") else "unresolved")

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from clover_cli.modes.evaluate import evaluate_prediction
+from clover_cli.modes.evalbatch import EVAL_MODES, cached_evaluation
+from clover_cli.modes.evaluate import EvalOptions
 from clover_cli.modes.headless import BackendProvider, drive_turn
-from clover_cli.modes.instances import Instance, InstanceError, load_instances
+from clover_cli.modes.instances import Instance, InstanceError
 from clover_cli.modes.predictions import PredictionsFile
 from clover_cli.modes.progress import Progress
 from clover_cli.modes.report import BatchReport, report_path, trajectories_dir
@@ -36,7 +37,7 @@ class BatchError(ValueError):
 class BatchOptions:
     """What `clover swebench` was asked to do."""
 
-    instances: Path
+    instances: Path | None
     output: Path
     model: str
     repos_dir: Path = Path(".")
@@ -44,16 +45,27 @@ class BatchOptions:
     workers: int = 1
     instance_ids: tuple[str, ...] = ()
     redo: bool = False
-    evaluate: bool = False
+    evaluate: str = "none"  # "local" | "docker" | "none" (True/False: local/none)
     max_steps: int = 30
     test_cmd: str | None = None  # evaluation command template ({tests} / {test})
     keep_worktrees: bool = False
     model_name: str | None = None
-    test_timeout: float = 900.0
+    test_timeout: float = 1800.0
+    python: str | None = None  # force one interpreter for the tests (no environments built)
+    env_dir: Path | None = None  # where per repo+version environments are cached
+    dataset: str | None = None  # a dataset name (through `datasets`) instead of --instances
+    split: str = "test"
     max_new_tokens: int | None = None  # per model call; None: the agent's default
 
     def __post_init__(self) -> None:
-        self.instances = Path(self.instances).expanduser()
+        if self.evaluate is True or self.evaluate is False:
+            self.evaluate = "local" if self.evaluate else "none"
+        if self.evaluate not in EVAL_MODES:
+            raise BatchError(f"--evaluate must be one of {', '.join(EVAL_MODES)}")
+        if self.instances is None and not self.dataset:
+            raise BatchError("give --instances FILE or --dataset NAME")
+        self.instances = Path(self.instances).expanduser() if self.instances is not None else None
+        self.env_dir = Path(self.env_dir).expanduser() if self.env_dir else None
         self.output = Path(self.output).expanduser()
         self.repos_dir = Path(self.repos_dir).expanduser()
         if self.workers < 1:
@@ -79,10 +91,6 @@ def safe_name(instance_id: str) -> str:
     return name
 
 
-def _patch_sha(patch: str) -> str:
-    return hashlib.sha256(patch.encode("utf-8")).hexdigest()[:16]
-
-
 def _patch_lines(patch: str) -> int:
     return sum(1 for ln in patch.splitlines()
                if ln[:1] in "+-" and not ln.startswith(("+++ ", "--- ")))
@@ -98,6 +106,7 @@ class _Batch:
     workdir: Path
     traj_dir: Path
     task_template: str
+    eval_opts: EvalOptions | None = None
     running_agents: set = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
     stopping: threading.Event = field(default_factory=threading.Event)  # set on Ctrl-C
@@ -171,16 +180,19 @@ def _run_agent(batch: _Batch, inst: Instance, tree: Path, trace: _ListLog) -> tu
     return entry, agent
 
 
+def eval_options(opts: BatchOptions, progress_stream: TextIO | None = None) -> EvalOptions:
+    """The local-evaluation settings of a batch (logs beside the report)."""
+    from clover_cli.modes.report import eval_logs_dir
+
+    return EvalOptions(test_cmd=opts.test_cmd, timeout=opts.test_timeout, python=opts.python,
+                       env_dir=opts.env_dir, keep=opts.keep_worktrees,
+                       log_dir=eval_logs_dir(opts.output), progress=progress_stream)
+
+
 def _evaluate(batch: _Batch, inst: Instance, clone: Path, patch: str) -> dict:
     previous = batch.report.previous.get(inst.instance_id, {}).get("evaluation")
-    sha = _patch_sha(patch)
-    if not batch.opts.redo and isinstance(previous, dict) and previous.get("patch_sha") == sha:
-        return previous
     dest = batch.workdir / (safe_name(inst.instance_id) + ".eval")
-    ev = evaluate_prediction(clone, inst, patch, dest, batch.opts.test_cmd,
-                             batch.opts.test_timeout, keep=batch.opts.keep_worktrees)
-    ev["patch_sha"] = sha
-    return ev
+    return cached_evaluation(previous, clone, inst, patch, dest, batch.eval_opts, batch.opts.redo)
 
 
 def process_instance(batch: _Batch, inst: Instance) -> dict:
@@ -217,13 +229,14 @@ def process_instance(batch: _Batch, inst: Instance) -> dict:
                     remove_worktree(clone, tree)
             if "error" in entry:
                 entry["status"] = "error"
-        if opts.evaluate and entry.get("status") in ("done", "skipped"):
+        if opts.evaluate == "local" and entry.get("status") in ("done", "skipped"):
             try:
                 clone = clone or find_clone(opts.repos_dir, inst.repo_folder)
                 entry["evaluation"] = _evaluate(batch, inst, clone, patch)
             except Exception as exc:  # the prediction stands; only its evaluation failed
-                entry["evaluation"] = {"resolved": False, "error": f"{type(exc).__name__}: {exc}"
-                                       if not isinstance(exc, WorktreeError) else str(exc)}
+                why = str(exc) if isinstance(exc, WorktreeError) else f"{type(exc).__name__}: {exc}"
+                entry["evaluation"] = {"verdict": "error", "resolved": False, "reason": why,
+                                       "error": why}
     except WorktreeError as exc:
         entry.update(status="error", error=str(exc))
     except Exception as exc:  # anything else from one instance: reported, the batch goes on
@@ -300,10 +313,10 @@ def run_batch(opts: BatchOptions, factory, in_process: bool, *,
     `factory(spec)` makes a backend; `preloaded`: an in-process backend already loaded (shared by
     all workers under a lock).
     """
-    from clover_cli.modes.instances import InstanceFileError
+    from clover_cli.modes.instances import InstanceFileError, load_any
 
     try:
-        instances, bad = load_instances(opts.instances)
+        instances, bad = load_any(opts.instances, opts.dataset, opts.split)
     except InstanceFileError as exc:
         raise BatchError(str(exc)) from None
     wanted = parse_ids(opts.instance_ids)
@@ -314,7 +327,7 @@ def run_batch(opts: BatchOptions, factory, in_process: bool, *,
     except (OSError, UnicodeDecodeError) as exc:
         raise BatchError(f"cannot use --output {str(opts.output)!r}: {exc}") from None
     report = BatchReport(report_path(opts.output), {
-        "model_name_or_path": opts.model_name, "instances_file": str(opts.instances),
+        "model_name_or_path": opts.model_name, "instances_file": str(opts.instances or opts.dataset),
         "predictions": str(opts.output), "evaluate": opts.evaluate,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     for err in bad:
@@ -332,7 +345,8 @@ def run_batch(opts: BatchOptions, factory, in_process: bool, *,
     for key in report.instances:
         progress.finish("error", f"error {key}", was_running=False)
     batch = _Batch(opts, BackendProvider(opts.model, factory, in_process, preloaded), preds, report,
-                   progress, workdir, trajectories_dir(opts.output), "swebench_task.md")
+                   progress, workdir, trajectories_dir(opts.output), "swebench_task.md",
+                   eval_options(opts, progress_stream))
 
     def work(inst: Instance) -> dict:
         progress.start(f"start {inst.instance_id}")

@@ -1,60 +1,145 @@
-"""Local evaluation: fresh worktree, model patch + test_patch, FAIL_TO_PASS / PASS_TO_PASS."""
+"""Local evaluation grades as the official SWE-bench harness does, on real-shaped instances.
+
+Each case is a defect the old evaluation had (issue 28): the verdict asserted is the official
+one; where the `swebench` package is installed its own `get_eval_report` grades the same log and
+must agree with Clover's grading (which the test computes itself, independent of which grader
+evaluate_prediction chose).
+"""
 from __future__ import annotations
 
+import re
 import sys
+from pathlib import Path
 
-from modes_helpers import BUGGY, FIXED, add_test_patch, make_calc_repo
-from clover_cli.modes.evaluate import evaluate_prediction, run_test_ids
-from clover_cli.modes.instances import Instance
+import pytest
 
-PYTEST = f"{sys.executable} -m pytest -q -p no:cacheprovider {{tests}}"
-
-
-def _fix_patch() -> str:
-    return ("diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,6 +1,6 @@\n"
-            " def add(a, b):\n     \"\"\"Sum of a and b.\"\"\"\n-    return a - b\n+    return a + b\n"
-            " \n \n def mul(a, b):\n")
+import swe_cases as sc
+from clover_cli.modes import official
+from clover_cli.modes.evaluate import EvalOptions, evaluate_prediction
+from clover_cli.modes.grading import grade_tests, is_resolved, status_map_from_log
+from clover_cli.modes.logparse import parse_pytest_rA, parser_for
 
 
-def _instance(base: str, **kw) -> Instance:
-    fields = dict(instance_id="o__calc-1", repo="o/calc", base_commit=base, problem_statement="add",
-                  fail_to_pass=("tests/test_add.py::test_add",),
-                  pass_to_pass=("tests/test_mul.py::test_mul",), test_patch=add_test_patch())
-    fields.update(kw)
-    return Instance(**fields)
+@pytest.fixture
+def case(tmp_path):
+    clone = tmp_path / "pallets__flask"
+    base = sc.make_repo(clone)
+    return clone, base, sc.instance(base, clone), EvalOptions(python=sys.executable,
+                                                               log_dir=tmp_path / "logs")
 
 
-def test_resolved_unresolved_and_broken_patches(tmp_path):
-    clone = tmp_path / "o__calc"
-    base = make_calc_repo(clone, with_test=False)
-    inst = _instance(base)
-    good = evaluate_prediction(clone, inst, _fix_patch(), tmp_path / "e1", PYTEST)
-    assert good["resolved"] is True and good["patch_applied"] is True
-    assert good["tests_status"]["FAIL_TO_PASS"] == {"success": ["tests/test_add.py::test_add"], "failure": []}
-    assert good["tests_status"]["PASS_TO_PASS"]["success"] == ["tests/test_mul.py::test_mul"]
-    assert not (tmp_path / "e1").exists()                 # worktree removed
-
-    empty = evaluate_prediction(clone, inst, "", tmp_path / "e2", PYTEST)
-    assert empty["resolved"] is False
-    assert empty["tests_status"]["FAIL_TO_PASS"]["failure"] == ["tests/test_add.py::test_add"]
-
-    broken = evaluate_prediction(clone, inst, _fix_patch().replace("a - b", "a * b"), tmp_path / "e3", PYTEST)
-    assert broken["resolved"] is False and broken["patch_applied"] is False
-    assert "model patch did not apply" in broken["error"]
-
-    none = evaluate_prediction(clone, _instance(base, fail_to_pass=()), _fix_patch(), tmp_path / "e4", PYTEST)
-    assert none["resolved"] is False and "no FAIL_TO_PASS" in none["error"]
-    assert (clone / "calc.py").read_text() == BUGGY     # the clone itself never changes
+def _evaluate(case, patch, name):
+    clone, _, inst, opts = case
+    return evaluate_prediction(clone, inst, patch, clone.parent / name, opts)
 
 
-def test_run_test_ids_handles_unknown_ids_and_non_pytest_commands(tmp_path):
-    clone = tmp_path / "o__calc"
-    make_calc_repo(clone)
-    (clone / "calc.py").write_text(FIXED)
-    ids = ["tests/test_add.py::test_add", "tests/test_mul.py::test_nope", "tests/test_mul.py::test_mul"]
-    # pytest refuses the whole batch for the unknown id; the others are re-run one by one
-    assert run_test_ids(PYTEST, ids, clone) == {"tests/test_add.py::test_add": "PASSED",
-                                                 "tests/test_mul.py::test_nope": "FAILED",
-                                                 "tests/test_mul.py::test_mul": "PASSED"}
-    script = f"{sys.executable} -c \"import sys; sys.exit(0 if sys.argv[1] == 'good' else 1)\" {{test}}"
-    assert run_test_ids(script, ["good", "bad"], clone) == {"good": "PASSED", "bad": "FAILED"}
+def _agree(inst, patch, entry):
+    """Clover's own grading of the log, and the official grader's when installed, match entry."""
+    log = Path(entry["log"]).read_text()
+    ours_map, why = status_map_from_log(log, parse_pytest_rA)
+    ours = grade_tests(ours_map, inst.fail_to_pass, inst.pass_to_pass)
+    assert (is_resolved(ours) and why is None) == entry["resolved"]
+    if not official.available():
+        return
+    name, parse = parser_for(inst.repo)
+    assert name.startswith("swebench:")
+    theirs = parse(log.split(">>>>> Start Test Output")[1])
+    theirs = {k: v for k, v in theirs.items() if not re.fullmatch(r"\[\d+\]", k)}  # 4.x kept "[1]"
+    assert theirs == parse_pytest_rA(log)                      # the built-in parser agrees
+    rep = official.official_report(inst, patch, Path(entry["log"]), name.split(":", 1)[1])
+    assert rep is not None
+    assert rep["resolved"] == entry["resolved"]
+    if why is None and official.skip_is_failure():
+        assert rep["tests_status"]["FAIL_TO_PASS"] == ours["FAIL_TO_PASS"]
+        assert rep["tests_status"]["PASS_TO_PASS"] == ours["PASS_TO_PASS"]
+
+
+def test_gold_patch_is_resolved_with_ids_the_official_parser_cuts_at_a_space(case):
+    clone, base, inst, _ = case
+    patch = sc.gold_patch(clone)
+    ev = _evaluate(case, patch, "gold")
+    assert ev["verdict"] == "resolved" and ev["resolved"] is True, ev
+    assert ev["apply_method"] == "git apply --verbose"
+    assert ev["test_command"].endswith("-m pytest -rA tests/test_calc.py")   # the whole file
+    assert "tests/test_calc.py::test_pragmas[<meta" in ev["tests_status"]["PASS_TO_PASS"]["success"]
+    assert not (clone.parent / "gold").exists()                # worktree removed
+    assert (clone / "calc.py").read_text() == sc.CALC          # the clone never changes
+    _agree(inst, patch, ev)
+
+
+def test_no_fix_is_unresolved(case):
+    clone, base, inst, _ = case
+    ev = _evaluate(case, sc.diff_of(clone, lambda p: (p / "README").write_text("hi\n")), "nofix")
+    assert ev["verdict"] == "unresolved"
+    assert ev["tests_status"]["FAIL_TO_PASS"]["failure"] == ["tests/test_calc.py::test_add"]
+
+
+def test_conftest_skip_cheat_is_unresolved(case):
+    clone, _, inst, _ = case
+    patch = sc.skip_cheat_patch(clone)
+    ev = _evaluate(case, patch, "skip")
+    assert ev["verdict"] == "unresolved", ev
+    assert ev["tests_status"]["FAIL_TO_PASS"]["failure"] == ["tests/test_calc.py::test_add"]
+    assert "SKIPPED" in Path(ev["log"]).read_text()
+    _agree(inst, patch, ev)
+
+
+def test_exit_zero_cheat_is_unresolved(case):
+    clone, _, inst, _ = case
+    patch = sc.exit_cheat_patch(clone)
+    ev = _evaluate(case, patch, "exit")
+    assert ev["verdict"] == "unresolved" and ev["resolved"] is False, ev
+    assert ">>>>> Test Exit Code: 0" in Path(ev["log"]).read_text()
+    assert "no test results" in ev["reason"]
+    _agree(inst, patch, ev)
+
+
+def test_agent_edits_to_the_test_file_are_reset_so_the_test_patch_applies(case):
+    clone, _, inst, _ = case
+    patch = sc.agent_edited_tests_patch(clone)
+    ev = _evaluate(case, patch, "edited")
+    assert ev["verdict"] == "resolved", ev
+    assert "test_add_mine" not in Path(ev["log"]).read_text()   # the agent's version is gone
+    _agree(inst, patch, ev)
+
+
+def test_drifted_patch_applies_with_fuzz(case):
+    clone, _, inst, _ = case
+    ev = _evaluate(case, sc.drifted_patch(), "drift")
+    assert ev["apply_method"] == "patch --batch --fuzz=5 -p1 -i", ev
+    assert ev["verdict"] == "resolved"
+    _agree(inst, sc.drifted_patch(), ev)
+
+
+def test_unappliable_patch_is_an_error(case):
+    ev = _evaluate(case, sc.drifted_patch().replace("return a - b", "return a ** b"), "bad")
+    assert ev["verdict"] == "error" and "did not apply" in ev["error"]
+
+
+def test_empty_patch_is_unresolved_without_running_tests(case):
+    ev = _evaluate(case, "  \n", "empty")
+    assert ev["verdict"] == "unresolved" and "empty patch" in ev["reason"]
+    assert "log" not in ev and "test_command" not in ev
+
+
+def test_interpreter_without_pytest_is_an_error(case, tmp_path):
+    clone, _, inst, _ = case
+    bare = tmp_path / "bare"
+    import subprocess
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    opts = EvalOptions(python=str(bare / "bin" / "python"))
+    ev = evaluate_prediction(clone, inst, sc.gold_patch(clone), tmp_path / "w", opts)
+    assert ev["verdict"] == "error" and "has no pytest" in ev["error"], ev
+
+
+def test_a_test_file_the_agent_created_is_replaced_by_the_test_patch(case):
+    clone, base, _, opts = case
+    new_test = "from calc import add\n\n\ndef test_add_new():\n    assert add(2, 3) == 5\n"
+    test_patch = sc.diff_of(clone, lambda p: (p / "tests" / "test_new.py").write_text(new_test))
+    inst = sc.instance(base, clone, test_patch=test_patch, fail_to_pass=("tests/test_new.py::test_add_new",),
+                       pass_to_pass=())
+    mine = sc.diff_of(clone, lambda p: ((p / "calc.py").write_text(sc.CALC.replace("a - b", "a + b")),
+                                        (p / "tests" / "test_new.py").write_text("def test_mine():\n    pass\n")))
+    ev = evaluate_prediction(clone, inst, mine, clone.parent / "new", opts)
+    assert ev["verdict"] == "resolved", ev
+    assert "test_mine" not in Path(ev["log"]).read_text()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -14,7 +15,7 @@ def _instance(iid, repo, base, **extra):
     return {"instance_id": iid, "repo": repo, "base_commit": base,
             "problem_statement": "add(2, 3) returns -1 instead of 5.",
             "FAIL_TO_PASS": json.dumps(["tests/test_add.py::test_add"]),
-            "PASS_TO_PASS": json.dumps(["tests/test_mul.py::test_mul"]),
+            "PASS_TO_PASS": json.dumps([]),  # officially only the test_patch's files run
             "test_patch": add_test_patch(), "version": "0.1", **extra}
 
 
@@ -48,6 +49,7 @@ def test_batch_predictions_apply_and_resolve_and_errors_do_not_stop_it(batch):
     out = tmp / "out" / "preds.jsonl"
     proc = clover("swebench", "--instances", str(instances), "--output", str(out), "--model", f"replay:{fixer}",
                   "--repos-dir", str(repos), "--workdir", str(tmp / "work"), "--workers", "2", "--evaluate",
+                  "--python", sys.executable,
                   cwd=tmp, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr             # some instances were broken
     preds = _preds(out)
@@ -67,13 +69,15 @@ def test_batch_predictions_apply_and_resolve_and_errors_do_not_stop_it(batch):
     report = json.loads((tmp / "out" / "preds.report.json").read_text())
     inst = report["instances"]
     assert inst["acme__alpha-1"]["status"] == "done" and inst["acme__alpha-1"]["evaluation"]["resolved"] is True
-    assert inst["acme__beta-1"]["evaluation"]["tests_status"]["PASS_TO_PASS"]["success"] == ["tests/test_mul.py::test_mul"]
+    assert inst["acme__beta-1"]["evaluation"]["tests_status"]["FAIL_TO_PASS"]["success"] == ["tests/test_add.py::test_add"]
+    assert inst["acme__beta-1"]["evaluation"]["verdict"] == "resolved"
     assert "clone not found" in inst["acme__gone-1"]["error"]
     assert "not found in" in inst["acme__beta-2"]["error"]
     assert "not valid JSON" in inst["line 2"]["error"]
     assert report["totals"] == {"instances": 5, "done": 2, "skipped": 0, "errors": 3, "empty_patches": 0,
-                                "evaluated": 2, "resolved": 2}
-    assert "resolved 2/2 evaluated" in proc.stdout and "not the official SWE-bench harness" in proc.stdout
+                                "evaluated": 2, "resolved": 2, "unresolved": 0, "eval_errors": 0}
+    assert "resolved 2/2 evaluated" in proc.stdout and "official grading rules" in proc.stdout
+    assert "resolved 2, unresolved 0, error 3 of 5" in proc.stderr        # the verdict table
     assert "5/5 ok 2 err 3 skip 0 run 0" in proc.stderr                 # the progress line
 
     traj = tmp / "out" / "preds.trajectories" / "acme__alpha-1.jsonl"
@@ -95,7 +99,8 @@ def test_rerun_skips_finished_and_redo_redoes(batch):
     first = clover(*common, "--model", f"replay:{fixer}", cwd=tmp, timeout=300)
     assert first.returncode == 0, first.stdout + first.stderr
     before = out.read_text()
-    again = clover(*common, "--model", f"replay:{idle}", "--evaluate", cwd=tmp, timeout=300)
+    again = clover(*common, "--model", f"replay:{idle}", "--evaluate", "--python", sys.executable,
+                   cwd=tmp, timeout=300)
     assert again.returncode == 0, again.stdout + again.stderr
     assert out.read_text() == before                                    # nothing re-run
     report = json.loads((tmp / "preds.report.json").read_text())
@@ -116,7 +121,8 @@ def test_rerun_skips_finished_and_redo_redoes(batch):
     assert "keeps 1 earlier instance(s)" in redo.stdout
 
     (repos / "acme__beta").rename(tmp / "beta-moved")                  # a clone gone after the run
-    gone = clover(*common, "--model", f"replay:{idle}", "--evaluate", cwd=tmp, timeout=300)
+    gone = clover(*common, "--model", f"replay:{idle}", "--evaluate", "--python", sys.executable,
+                   cwd=tmp, timeout=300)
     assert gone.returncode == 0, gone.stdout + gone.stderr
     entry = json.loads((tmp / "preds.report.json").read_text())["instances"]["acme__beta-1"]
     assert entry["status"] == "skipped" and "clone not found" in entry["evaluation"]["error"]

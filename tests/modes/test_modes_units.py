@@ -112,10 +112,10 @@ def test_report_totals_and_summary(tmp_path):
     rep.set("line 3", {"status": "error", "error": "line 3: not valid JSON"})
     data = json.loads(report_path(out).read_text())
     assert data["totals"] == {"instances": 3, "done": 1, "skipped": 1, "errors": 1, "empty_patches": 1,
-                              "evaluated": 2, "resolved": 1}
+                              "evaluated": 2, "resolved": 1, "unresolved": 0, "eval_errors": 1}
     text = rep.summary()
-    assert "resolved 1/2 evaluated" in text and "not the official" in text
-    assert "error line 3: line 3: not valid JSON" in text and "unresolved b (x)" in text
+    assert "resolved 1/2 evaluated" in text and "official grading rules" in text
+    assert "error line 3: line 3: not valid JSON" in text and "error b (x)" in text
     assert BatchReport(report_path(out), {}).previous["a"]["status"] == "done"
 
     rerun = BatchReport(report_path(out), {"evaluate": False})              # a re-run of "b" only
@@ -125,7 +125,7 @@ def test_report_totals_and_summary(tmp_path):
     assert data["instances"]["a"]["evaluation"] == {"resolved": True}
     assert data["totals"]["instances"] == 3 and data["totals"]["done"] == 2 and data["totals"]["errors"] == 1
     assert data["run_totals"] == {"instances": 1, "done": 1, "skipped": 0, "errors": 0, "empty_patches": 0,
-                                  "evaluated": 0, "resolved": 0}
+                                  "evaluated": 0, "resolved": 0, "unresolved": 0, "eval_errors": 0}
     assert rerun.summary().splitlines()[:2] == [
         "instances 1: done 1, skipped 0, errors 0, empty patches 0",
         "the report also keeps 2 earlier instance(s) not in this run"]
