@@ -1,6 +1,7 @@
 """edit_file (search and replace, tolerant like apply_patch) and write_file (create/overwrite)."""
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
@@ -8,7 +9,7 @@ from .base import ToolResult
 from .matching import describe_ambiguity, describe_failure, find_block
 from .paths import PathError, relpath, resolve_in_root
 from .textio import decode, dominant_eol, encode, is_binary, split_lines
-from .writes import FileWrite, Plan, execute
+from .writes import FileWrite, Plan, execute, locked
 
 
 class EditError(ValueError):
@@ -20,9 +21,41 @@ def _target(root: Path, path: str) -> tuple[Path, str]:
         full = resolve_in_root(root, path, for_write=True)
     except PathError as exc:
         raise EditError(str(exc)) from None
-    if full.is_dir():
+    rel = relpath(root, full)
+    try:
+        st = os.stat(full)
+    except FileNotFoundError:
+        return full, rel
+    except NotADirectoryError:
+        raise EditError(f"{_file_on_the_way(root, rel)} is a file, so {rel} cannot be a path "
+                        "inside it.") from None
+    except OSError as exc:
+        raise EditError(f"{rel}: {exc.strerror}") from None
+    if stat.S_ISDIR(st.st_mode):
         raise EditError(f"{path} is a directory.")
-    return full, relpath(root, full)
+    if not stat.S_ISREG(st.st_mode):
+        raise EditError(f"{rel} is not a regular file (it is {_kind(st.st_mode)}); Clover edits "
+                        "regular files only.")
+    return full, rel
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a special file"
+
+
+def _file_on_the_way(root: Path, rel: str) -> str:
+    parts = rel.split("/")
+    for i in range(1, len(parts)):
+        prefix = "/".join(parts[:i])
+        if os.path.isfile(os.path.join(root, prefix)):
+            return prefix
+    return rel
 
 
 def _to_eol(text: str, eol: str) -> str:
@@ -110,6 +143,10 @@ def plan_write(root: Path, path: str, content: str) -> Plan:
 
 
 def _run(root: Path, planner, label: str, *args) -> ToolResult:
+    return locked(Path(root).resolve(), lambda: _plan_and_write(root, planner, label, *args))
+
+
+def _plan_and_write(root: Path, planner, label: str, *args) -> ToolResult:
     try:
         plan = planner(root, *args)
     except EditError as exc:
