@@ -148,7 +148,8 @@ class SlashCommands:
             self.transcript.clear()
             self.load(arg, backend=getattr(self.agent, "backend", None))
             return
-        folder = Path(self.options.root) / ".clover" / "sessions"
+        from clover_cli.agent.session import sessions_dir  # the user's state dir, not the repo's
+        folder = sessions_dir(self.options.root)
         files = sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True)[:15]
         if not files:
             self.transcript.add_notice("No saved sessions yet.")
