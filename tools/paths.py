@@ -120,5 +120,8 @@ def relpath(root: Path, path: Path) -> str:
         path = path.parent.resolve() / path.name
     else:
         path = path.resolve()
-    rel = path.relative_to(Path(root).resolve())
+    try:
+        rel = path.relative_to(Path(root).resolve())
+    except ValueError:  # it moved out of the root since it was resolved (a swapped directory)
+        raise PathError(f"refused: {path} is no longer inside the repository root") from None
     return rel.as_posix() or "."
