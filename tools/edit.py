@@ -8,7 +8,8 @@ from pathlib import Path
 from .base import ToolResult
 from .matching import describe_ambiguity, describe_failure, find_block
 from .paths import PathError, relpath, resolve_in_root
-from .textio import decode, dominant_eol, encode, is_binary, split_lines
+from .textio import (NotRegularFileError, decode, dominant_eol, encode, is_binary, read_regular,
+                     split_lines)
 from .writes import FileWrite, Plan, execute, locked
 
 
@@ -58,6 +59,15 @@ def _file_on_the_way(root: Path, rel: str) -> str:
     return rel
 
 
+def _read(full: Path, rel: str) -> bytes:
+    try:
+        return read_regular(full)  # non-blocking: a file swapped for a FIFO cannot hang us
+    except NotRegularFileError:
+        raise EditError(f"{rel} is not a regular file; Clover edits regular files only.") from None
+    except OSError as exc:
+        raise EditError(f"{rel} cannot be read: {exc.strerror or exc}") from None
+
+
 def _to_eol(text: str, eol: str) -> str:
     text = text.replace("\r\n", "\n")
     return text.replace("\n", eol) if eol != "\n" else text
@@ -68,7 +78,7 @@ def plan_edit(root: Path, path: str, old: str, new: str, replace_all: bool = Fal
     full, rel = _target(root, path)
     if not full.is_file():
         raise EditError(f"{rel} does not exist. Use write_file to create it.")
-    data = full.read_bytes()
+    data = _read(full, rel)
     if is_binary(data):
         raise EditError(f"{rel} is a binary file; it cannot be edited as text.")
     if old == "":
@@ -125,7 +135,7 @@ def _tolerant(text: str, rel: str, old: str, new: str, eol: str, replace_all: bo
 def plan_write(root: Path, path: str, content: str) -> Plan:
     """Compute a create/overwrite; an existing CRLF file keeps CRLF line endings."""
     full, rel = _target(root, path)
-    old = full.read_bytes() if full.is_file() else None
+    old = _read(full, rel) if full.is_file() else None
     enc, mode = "utf-8", None
     if old is not None and not is_binary(old):
         text, enc = decode(old)
