@@ -73,7 +73,11 @@ class SessionLog:
         if not self.path.parent.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         full = {"t": round(time.time(), 3), **record}
-        line = json.dumps(full, ensure_ascii=False, default=str)
+        try:
+            line = json.dumps(full, ensure_ascii=False, default=str)
+        except (ValueError, RecursionError) as exc:  # circular or absurdly deep: note, never crash
+            line = json.dumps({"t": full["t"], "type": str(record.get("type", "record"))[:64],
+                               "unwritable": f"{type(exc).__name__}: {exc}"[:200]})
         try:
             line.encode("utf-8")
         except UnicodeEncodeError:  # lone surrogates: ASCII escapes keep the record lossless
