@@ -145,7 +145,11 @@ def plan_write(root: Path, path: str, content: str) -> Plan:
     try:
         data = encode(content, enc)
     except UnicodeEncodeError:
-        data = content.encode("utf-8")
+        try:
+            data = content.encode("utf-8")
+        except UnicodeEncodeError as exc:  # lone surrogates: no encoding can write them
+            raise EditError(f"the content cannot be written: {exc.reason} at position "
+                            f"{exc.start} (a lone surrogate); nothing was written.") from None
     plan = Plan([FileWrite(rel, data, old, mode)])
     plan.notes.append(f"{'overwrote' if old is not None else 'created'} {rel} "
                       f"({len(data)} bytes, {content.count(chr(10)) + (not content.endswith(chr(10)) and bool(content))} lines)")
