@@ -11,6 +11,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from clover_cli.tools.checkpoints import CheckpointStore
 from clover_cli.tools.registry import run_tool
 
@@ -19,6 +21,8 @@ EDITS = 30
 WORKER = textwrap.dedent("""
     import sys
     from pathlib import Path
+
+import pytest
     from clover_cli.tools.registry import run_tool
     root, tag, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     acked = 0
@@ -40,6 +44,7 @@ def _env(tmp_path: Path, **extra: str) -> dict:
     return {**os.environ, **extra}
 
 
+@pytest.mark.slow
 def test_two_processes_lose_no_acknowledged_edit(plain_dir, tmp_path):
     (plain_dir / "log.txt").write_text("START\nEND\n")
     script = tmp_path / "worker.py"
@@ -112,6 +117,7 @@ def test_a_second_writer_waits_and_says_so(plain_dir, tmp_path):
     assert (plain_dir / "g.txt").read_text() == "x\n"
 
 
+@pytest.mark.slow
 def test_directory_swapped_for_a_symlink_never_leaks_a_write(tmp_path):
     """A thread flips `sub` between a real directory and a symlink to a folder outside the root
     while 300 writes into `sub/` run: no byte lands outside."""
