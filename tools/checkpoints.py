@@ -31,7 +31,7 @@ from typing import Iterator
 from . import fsat
 from .base import ToolResult
 from .checkpoint_manifest import CheckpointCorrupt, dump, load
-from .lock import LockTimeout, repo_lock
+from .lock import LockError, repo_lock
 from .paths import PRIVATE_DIR
 from .statedir import repo_state_dir
 from .textio import atomic_write
@@ -225,7 +225,7 @@ class CheckpointStore:
         try:
             with repo_lock(self.root) as lock:
                 result = self._undo(force)
-        except LockTimeout as exc:
+        except LockError as exc:
             return ToolResult(False, f"Not undone: {exc}", {"error": "locked"})
         if lock.notice():
             result = replace(result, output=lock.notice() + result.output)

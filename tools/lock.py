@@ -26,7 +26,11 @@ DEFAULT_TIMEOUT = 30.0
 LOCK_FILE = "edit.lock"
 
 
-class LockTimeout(OSError):
+class LockError(OSError):
+    """The edit lock could not be taken; str() is one line for the model and the user."""
+
+
+class LockTimeout(LockError):
     """Another process held the repository's edit lock for longer than the timeout."""
 
 
@@ -104,8 +108,12 @@ def repo_lock(root: Path | str, timeout: float | None = None) -> Iterator[EditLo
 
 
 def _acquire(key: str, start: float, timeout: float) -> int:
-    path = repo_state_dir(key) / LOCK_FILE
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        path = repo_state_dir(key) / LOCK_FILE
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise LockError(f"cannot open the edit lock of {key} in Clover's state folder "
+                        f"({exc.strerror or exc}); nothing was changed") from None
     try:
         delay = 0.005
         while True:

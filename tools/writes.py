@@ -16,7 +16,7 @@ from typing import Callable
 from . import fsat
 from .base import ToolResult
 from .checkpoints import CheckpointStore
-from .lock import LockTimeout, repo_lock
+from .lock import LockError, repo_lock
 from .textio import decode, is_binary
 
 
@@ -47,7 +47,7 @@ def locked(root: Path, call: Callable[[], ToolResult]) -> ToolResult:
     try:
         with repo_lock(root) as lock:
             result = call()
-    except LockTimeout as exc:
+    except LockError as exc:
         return ToolResult(False, f"{exc}", {"error": "locked"})
     notice = lock.notice()
     return replace(result, output=notice + result.output) if notice else result
@@ -60,7 +60,7 @@ def execute(root: Path, plan: Plan, label: str) -> ToolResult | None:
     try:
         with repo_lock(root):
             return _execute(root, plan, label)
-    except LockTimeout as exc:
+    except LockError as exc:
         return ToolResult(False, f"{exc}", {"error": "locked"})
 
 
