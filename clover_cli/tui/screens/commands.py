@@ -179,13 +179,13 @@ def _first_prompt(path: Path, width: int = 40) -> str:
     """The first user message of a session file (for the list), shortened."""
     import json
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8", errors="replace") as f:  # a damaged line is no crash
             for line in f:
                 try:
                     rec = json.loads(line)
                 except ValueError:
                     continue
-                msg = rec.get("message") if rec.get("type") == "message" else None
+                msg = rec.get("message") if isinstance(rec, dict) and rec.get("type") == "message" else None
                 if isinstance(msg, dict) and msg.get("role") == "user":
                     text = " ".join(str(msg.get("content", "")).split())
                     return text if len(text) <= width else text[: width - 1] + "…"
