@@ -69,8 +69,15 @@ def _state(root: Path, rel: str) -> str | None:
     return now.kind
 
 
-def _new_id() -> str:
-    return f"{time.time_ns():020d}-{os.getpid()}-{secrets.token_hex(4)}"
+def _new_id(after: str | None = None) -> str:
+    """`<time_ns>-<pid>-<random>`, later than `after` even if the clock stepped back."""
+    now = time.time_ns()
+    if after:
+        try:
+            now = max(now, int(after.split("-", 1)[0]) + 1)
+        except ValueError:
+            pass
+    return f"{now:020d}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
 @dataclass
@@ -149,7 +156,7 @@ class CheckpointStore:
         for old in ids[: max(0, len(ids) - MAX_CHECKPOINTS + 1)]:  # bounded history
             shutil.rmtree(self.directory / old, ignore_errors=True)
         while True:
-            cp_id = _new_id()
+            cp_id = _new_id(ids[-1] if ids else None)
             try:
                 (self.directory / cp_id).mkdir(mode=0o700)  # exclusive: never shared
                 break
