@@ -263,3 +263,20 @@ def test_hunk_headers_without_line_numbers(git_repo):
     res = run_tool("apply_patch", {"patch": patch}, git_repo)
     assert res.ok, res.output
     assert (git_repo / "a.py").read_text() == BASE.replace("x + 7\n", "x + 70\n").replace("x + 9\n", "x + 90\n")
+
+
+def test_real_git_diff_with_repeated_context_applies_where_git_would(git_repo):
+    """Three identical blocks, the middle one and the last one changed: `git diff` gives hunks
+    whose whole text occurs three times; each goes to the block its header names."""
+    block = "a\nb\nc\nX = 1\nd\ne\nf\ng\nh\ni\nj\n"
+    (git_repo / "r.txt").write_text(block * 3)
+    commit_all(git_repo)
+
+    def edit(r):
+        (r / "r.txt").write_text(block + block.replace("X = 1", "X = 2") + block.replace("1", "3"))
+    diff = make_diff(git_repo, edit)
+    assert diff.count("@@ -") == 2
+    res = run_tool("apply_patch", {"patch": diff}, git_repo)
+    assert res.ok, res.output
+    assert (git_repo / "r.txt").read_text() == block + block.replace("X = 1", "X = 2") + \
+        block.replace("1", "3")
