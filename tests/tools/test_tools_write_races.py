@@ -21,8 +21,6 @@ EDITS = 30
 WORKER = textwrap.dedent("""
     import sys
     from pathlib import Path
-
-import pytest
     from clover_cli.tools.registry import run_tool
     root, tag, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     acked = 0
