@@ -1,14 +1,16 @@
 """edit_file (search and replace, tolerant like apply_patch) and write_file (create/overwrite)."""
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
 from .base import ToolResult
 from .matching import describe_ambiguity, describe_failure, find_block
 from .paths import PathError, relpath, resolve_in_root
-from .textio import decode, dominant_eol, encode, is_binary, split_lines
-from .writes import FileWrite, Plan, execute
+from .textio import (NotRegularFileError, decode, dominant_eol, encode, is_binary, read_regular,
+                     split_lines)
+from .writes import FileWrite, Plan, execute, locked
 
 
 class EditError(ValueError):
@@ -20,9 +22,50 @@ def _target(root: Path, path: str) -> tuple[Path, str]:
         full = resolve_in_root(root, path, for_write=True)
     except PathError as exc:
         raise EditError(str(exc)) from None
-    if full.is_dir():
+    rel = relpath(root, full)
+    try:
+        st = os.stat(full)
+    except FileNotFoundError:
+        return full, rel
+    except NotADirectoryError:
+        raise EditError(f"{_file_on_the_way(root, rel)} is a file, so {rel} cannot be a path "
+                        "inside it.") from None
+    except OSError as exc:
+        raise EditError(f"{rel}: {exc.strerror}") from None
+    if stat.S_ISDIR(st.st_mode):
         raise EditError(f"{path} is a directory.")
-    return full, relpath(root, full)
+    if not stat.S_ISREG(st.st_mode):
+        raise EditError(f"{rel} is not a regular file (it is {_kind(st.st_mode)}); Clover edits "
+                        "regular files only.")
+    return full, rel
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a special file"
+
+
+def _file_on_the_way(root: Path, rel: str) -> str:
+    parts = rel.split("/")
+    for i in range(1, len(parts)):
+        prefix = "/".join(parts[:i])
+        if os.path.isfile(os.path.join(root, prefix)):
+            return prefix
+    return rel
+
+
+def _read(full: Path, rel: str) -> bytes:
+    try:
+        return read_regular(full)  # non-blocking: a file swapped for a FIFO cannot hang us
+    except NotRegularFileError:
+        raise EditError(f"{rel} is not a regular file; Clover edits regular files only.") from None
+    except OSError as exc:
+        raise EditError(f"{rel} cannot be read: {exc.strerror or exc}") from None
 
 
 def _to_eol(text: str, eol: str) -> str:
@@ -35,7 +78,7 @@ def plan_edit(root: Path, path: str, old: str, new: str, replace_all: bool = Fal
     full, rel = _target(root, path)
     if not full.is_file():
         raise EditError(f"{rel} does not exist. Use write_file to create it.")
-    data = full.read_bytes()
+    data = _read(full, rel)
     if is_binary(data):
         raise EditError(f"{rel} is a binary file; it cannot be edited as text.")
     if old == "":
@@ -92,7 +135,7 @@ def _tolerant(text: str, rel: str, old: str, new: str, eol: str, replace_all: bo
 def plan_write(root: Path, path: str, content: str) -> Plan:
     """Compute a create/overwrite; an existing CRLF file keeps CRLF line endings."""
     full, rel = _target(root, path)
-    old = full.read_bytes() if full.is_file() else None
+    old = _read(full, rel) if full.is_file() else None
     enc, mode = "utf-8", None
     if old is not None and not is_binary(old):
         text, enc = decode(old)
@@ -102,7 +145,11 @@ def plan_write(root: Path, path: str, content: str) -> Plan:
     try:
         data = encode(content, enc)
     except UnicodeEncodeError:
-        data = content.encode("utf-8")
+        try:
+            data = content.encode("utf-8")
+        except UnicodeEncodeError as exc:  # lone surrogates: no encoding can write them
+            raise EditError(f"the content cannot be written: {exc.reason} at position "
+                            f"{exc.start} (a lone surrogate); nothing was written.") from None
     plan = Plan([FileWrite(rel, data, old, mode)])
     plan.notes.append(f"{'overwrote' if old is not None else 'created'} {rel} "
                       f"({len(data)} bytes, {content.count(chr(10)) + (not content.endswith(chr(10)) and bool(content))} lines)")
@@ -110,6 +157,10 @@ def plan_write(root: Path, path: str, content: str) -> Plan:
 
 
 def _run(root: Path, planner, label: str, *args) -> ToolResult:
+    return locked(Path(root).resolve(), lambda: _plan_and_write(root, planner, label, *args))
+
+
+def _plan_and_write(root: Path, planner, label: str, *args) -> ToolResult:
     try:
         plan = planner(root, *args)
     except EditError as exc:

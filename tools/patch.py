@@ -1,5 +1,12 @@
 """apply_patch: unified diffs (parsed by `unidiff`), multi-file, with new, deleted and renamed
-files. Hunks are located by their content, tolerantly; the whole patch applies or nothing does."""
+files. Hunks are located by their content, tolerantly; the whole patch applies or nothing does.
+
+When a hunk's context occurs more than once, the match nearest the line its `@@` header states
+wins, shifted by the offset at which the previous hunk applied, as `git apply` and GNU patch do.
+Modes from patch headers are never applied as written: a new file gets 0644 or 0755, an existing
+file keeps its mode and only gains or loses the executable bits; new symlinks (mode 120000) are
+refused, and a renamed symlink is re-aimed so it still points at the same place inside the root
+(docs/tools.md, "apply_patch")."""
 from __future__ import annotations
 
 import os
@@ -13,9 +20,10 @@ from .matching import Match, describe_ambiguity, describe_failure, find_block
 from .paths import PathError, relpath, resolve_in_root, resolve_link_in_root
 from .patchtext import fix_hunk_counts, unwrap
 from .textio import decode, dominant_eol, encode, is_binary, split_lines
-from .writes import FileWrite, Plan, execute
+from .writes import FileWrite, Plan, execute, locked
 
 MODE_LINE = re.compile(r"^(?:new file|new) mode (\d+)", re.M)
+S_IFLNK, S_IFGITLINK = 0o120000, 0o160000
 
 
 class PatchError(ValueError):
@@ -63,10 +71,18 @@ def _anchored(found: list[Match], entries: list[_Line], n_old: int, n_lines: int
     return found
 
 
-def apply_hunks(rel: str, data: bytes | None, hunks: list) -> tuple[bytes, list[str]]:
+def _nearest(found: list[Match], expected: int) -> Match:
+    """The match nearest the expected start; on a tie the later one (GNU patch looks forward
+    first)."""
+    return min(found, key=lambda m: (abs(m.start - expected), m.start < expected))
+
+
+def apply_hunks(rel: str, data: bytes | None, hunks: list,
+                numbered: list[bool] | None = None) -> tuple[bytes, list[str]]:
     """Apply `hunks` to `data` (None for a new file); returns new bytes and notes.
 
-    Raises PatchError naming the failed hunk, with the closest lines of the file.
+    `numbered[k]` False marks a hunk whose `@@` header had no line numbers (its context must
+    then be unique). Raises PatchError naming the failed hunk, with the closest lines of the file.
     """
     if data is not None and is_binary(data):
         raise PatchError(f"{rel} is a binary file; patches to binary files are not supported.")
@@ -74,26 +90,33 @@ def apply_hunks(rel: str, data: bytes | None, hunks: list) -> tuple[bytes, list[
     lines = split_lines(text)
     eol = dominant_eol(text, default="")
     plans, claimed, notes = [], [], []
+    offset = 0  # where the previous hunk applied, relative to its header's line
     for k, hunk in enumerate(hunks, 1):
+        has_numbers = numbered[k - 1] if numbered and k - 1 < len(numbered) else True
+        stated = hunk.source_start - 1 if hunk.source_length else hunk.source_start
         what = f"Hunk {k} of {len(hunks)} for {rel} ({_header(hunk)})"
         entries = _hunk_lines(hunk)
         old = [e.text for e in entries if e.kind != "+"]
         match: Match | None = None
         if not old:
-            start = min(hunk.source_start if hunk.source_length == 0 else hunk.source_start - 1,
-                        len(lines))
-            start = max(0, start)
+            start = max(0, min(stated + offset, len(lines)))
         else:
             found = find_block(lines, old, exclude=claimed)
             if not found:
                 raise PatchError(describe_failure(what, rel, lines, old))
             if len(found) > 1:
                 found = _anchored(found, entries, len(old), len(lines))
-            if len(found) > 1:
+            if len(found) > 1 and not has_numbers:
                 raise PatchError(describe_ambiguity(what, rel, found))
-            match, start = found[0], found[0].start
+            match = _nearest(found, stated + offset)
+            start = match.start
+            if len(found) > 1:
+                notes.append(f"hunk {k} of {rel}: its context occurs {len(found)} times; applied "
+                             f"at line {start + 1}, nearest the line its header names")
             if match.level != "exact":
                 notes.append(f"hunk {k} of {rel} matched at line {start + 1} ignoring {match.level}")
+            if has_numbers:
+                offset = start - stated
         claimed.append(range(start, start + len(old)))
         plans.append((start, len(old), entries, match))
     for start, length, entries, match in sorted(plans, key=lambda p: p[0], reverse=True):
@@ -153,8 +176,9 @@ def plan_patch(root: Path, patch: str) -> Plan:
     """Compute every file's new content; raises PatchError (nothing is written here)."""
     import unidiff  # imported lazily: only patches need it
     root = Path(root).resolve()
+    numbered: list[bool] = []
     try:
-        patchset = unidiff.PatchSet(fix_hunk_counts(unwrap(patch)))
+        patchset = unidiff.PatchSet(fix_hunk_counts(unwrap(patch), numbered))
     except unidiff.UnidiffParseError as exc:
         hint = (" The last hunk has fewer lines than its @@ header says: is the patch cut off?"
                 if "shorter" in str(exc) else "")
@@ -167,6 +191,13 @@ def plan_patch(root: Path, patch: str) -> Plan:
     modes: dict[str, int | None] = {}
     plan = Plan()
     summary = []
+    if sum(len(pf) for pf in patchset) != len(numbered):
+        numbered = []  # cannot pair flags with hunks: treat every header as numbered
+    flags = iter(numbered)
+
+    def hunks_of(pf) -> tuple[list, list[bool]]:
+        hunks = list(pf)
+        return hunks, [next(flags, True) for _ in hunks]
 
     def current(rel: str) -> bytes | None:
         if rel not in state:
@@ -190,7 +221,12 @@ def plan_patch(root: Path, patch: str) -> Plan:
         src, dst = _names(pf)
         info = "".join(str(x) for x in pf.patch_info) if pf.patch_info else ""
         mode = MODE_LINE.search(info)
-        new_mode = int(mode.group(1), 8) & 0o7777 if mode else None
+        raw_mode = int(mode.group(1), 8) if mode else None
+        if raw_mode is not None and raw_mode & 0o170000 in (S_IFLNK, S_IFGITLINK):
+            what = "a symlink" if raw_mode & 0o170000 == S_IFLNK else "a submodule"
+            raise PatchError(f"{dst or src} would become {what} (mode {mode.group(1)}); patches "
+                             "may only create and change regular files. Nothing was changed.")
+        hunks, hunk_flags = hunks_of(pf)
         if pf.is_binary_file:
             raise PatchError(f"binary patch for {dst or src} is not supported. Nothing was changed.")
         if pf.is_added_file or (src is None and dst):
@@ -198,9 +234,9 @@ def plan_patch(root: Path, patch: str) -> Plan:
             if current(rel) is not None:
                 raise PatchError(f"{rel} already exists; the patch creates it as a new file. "
                                  "Use a modification hunk instead. Nothing was changed.")
-            new, notes = apply_hunks(rel, None, list(pf))
+            new, notes = apply_hunks(rel, None, hunks, hunk_flags)
             state[rel] = new
-            modes[rel] = new_mode
+            modes[rel] = 0o755 if raw_mode is not None and raw_mode & 0o111 else 0o644
             summary.append(f"created {rel}")
         elif pf.is_removed_file or (dst is None and src):
             rel = safe(_pick_existing(root, [src]), link_itself=True)
@@ -208,7 +244,7 @@ def plan_patch(root: Path, patch: str) -> Plan:
             if data is None:
                 raise PatchError(f"{rel} does not exist, so it cannot be deleted. Nothing was changed.")
             if len(pf) and not is_binary(data):
-                _check_deleted_content(root / rel, rel, data, list(pf))
+                _check_deleted_content(root / rel, rel, data, hunks)
             state[rel] = None
             summary.append(f"deleted {rel}")
             notes = []
@@ -219,24 +255,25 @@ def plan_patch(root: Path, patch: str) -> Plan:
                     if len(pf):
                         raise PatchError(f"{src_rel} is a symlink; renaming it with content "
                                          "changes is not supported. Nothing was changed.")
-                    links[dst_rel] = os.readlink(root / src_rel)
+                    links[dst_rel] = _reanchor(root, src_rel, dst_rel,
+                                               os.readlink(root / src_rel))
             else:
                 src_rel = dst_rel = safe(_pick_existing(root, [dst, src]))
             data = current(src_rel)
             if data is None:
                 raise PatchError(f"{src_rel} does not exist. Use a new-file diff (--- /dev/null) "
                                  "to create it. Nothing was changed.")
-            new, notes = apply_hunks(src_rel, data, list(pf)) if len(pf) else (data, [])
+            new, notes = apply_hunks(src_rel, data, hunks, hunk_flags) if len(pf) else (data, [])
             if dst_rel != src_rel:
                 if current(dst_rel) is not None:
                     raise PatchError(f"cannot rename {src_rel} to {dst_rel}: {dst_rel} exists. "
                                      "Nothing was changed.")
                 state[src_rel] = None
-                modes[dst_rel] = new_mode or modes[src_rel]
+                modes[dst_rel] = _exec_bits(modes[src_rel], raw_mode)
                 summary.append(f"renamed {src_rel} -> {dst_rel}")
             else:
-                if new_mode is not None:
-                    modes[dst_rel] = new_mode
+                if raw_mode is not None:
+                    modes[dst_rel] = _exec_bits(modes[dst_rel], raw_mode)
                 summary.append(f"modified {dst_rel} ({len(pf)} hunk{'s' if len(pf) != 1 else ''})")
             state[dst_rel] = new
         plan.notes.extend(notes)
@@ -248,6 +285,32 @@ def plan_patch(root: Path, patch: str) -> Plan:
                                          link=links.get(rel) if data is not None else None))
     plan.notes.insert(0, "; ".join(summary))
     return plan
+
+
+def _exec_bits(current: int | None, raw_mode: int | None) -> int | None:
+    """An existing file's mode after a patch header's mode: the file keeps its own bits and only
+    gains (where it is readable) or loses the executable bits, as git does; setuid, setgid,
+    sticky and write bits from a patch are never applied."""
+    if current is None or raw_mode is None:
+        return current
+    if raw_mode & 0o111:
+        return current | ((current & 0o444) >> 2)
+    return current & ~0o111
+
+
+def _reanchor(root: Path, src_rel: str, dst_rel: str, text: str) -> str:
+    """The link text that makes a symlink moved from `src_rel` to `dst_rel` point at the same
+    place (a relative target is relative to the link's folder, so moving it changes where it
+    points); PatchError when that place is not inside the root."""
+    base = str(root)
+    target = os.path.normpath(text if os.path.isabs(text)
+                              else os.path.join(base, os.path.dirname(src_rel), text))
+    if target != base and not target.startswith(base + os.sep):
+        raise PatchError(f"{src_rel} is a symlink that leads outside the repository; it cannot "
+                         "be renamed. Nothing was changed.")
+    if os.path.isabs(text):
+        return text
+    return os.path.relpath(target, os.path.join(base, os.path.dirname(dst_rel)))
 
 
 def _check_deleted_content(full: Path, rel: str, data: bytes, hunks: list) -> None:
@@ -270,6 +333,10 @@ def apply_patch(root: Path, patch: str) -> ToolResult:
     """Apply a unified diff to the repository; all files change or none does."""
     if not isinstance(patch, str) or not patch.strip():
         return ToolResult(False, "empty patch", {"error": "bad_arguments"})
+    return locked(Path(root).resolve(), lambda: _apply(root, patch))
+
+
+def _apply(root: Path, patch: str) -> ToolResult:
     try:
         plan = plan_patch(root, patch)
     except PatchError as exc:

@@ -50,8 +50,10 @@ def _body_end(lines: list[str], start: int) -> int:
     return j
 
 
-def fix_hunk_counts(patch: str) -> str:
-    """Rewrite `@@` counts that disagree with their hunk bodies (see the module docstring)."""
+def fix_hunk_counts(patch: str, numbered: list[bool] | None = None) -> str:
+    """Rewrite `@@` counts that disagree with their hunk bodies (see the module docstring).
+    `numbered`, when given, gets one flag per hunk: whether its header had line numbers (a
+    bare `@@` gets numbers here, but they say nothing about where the hunk goes)."""
     lines = patch.splitlines(keepends=True)
     out: list[str] = []
     i = 0
@@ -62,6 +64,8 @@ def fix_hunk_counts(patch: str) -> str:
             out.append(lines[i])
             i += 1
             continue
+        if numbered is not None:
+            numbered.append(not bare)
         end = _body_end(lines, i + 1)
         body = [(" " + x if x in ("\n", "\r\n") else x) for x in lines[i + 1:end]]
         old = sum(1 for x in body if x[:1] in (" ", "-"))

@@ -1,9 +1,12 @@
 """Path safety: every path a tool touches must resolve inside the repository root."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-PRIVATE_DIR = ".clover"  # Clover's own state (checkpoints, caches); never listed, searched or edited
+PRIVATE_DIR = ".clover"  # a repository's own Clover folder (config); never listed, searched or edited
+NAME_MAX = 255    # bytes in one file name (Linux, macOS)
+PATH_MAX = 4096   # bytes in a whole path
 
 
 class PathError(ValueError):
@@ -22,6 +25,7 @@ def resolve_in_root(root: Path, path: str | None, *, for_write: bool = False) ->
     text = str(path)
     if "\x00" in text:
         raise PathError("path contains a NUL byte")
+    _check_lengths(text)
     candidate = Path(text)
     full = candidate if candidate.is_absolute() else root_r / candidate
     resolved = full.resolve()
@@ -49,6 +53,9 @@ def resolve_link_in_root(root: Path, path: str, *, for_write: bool = False) -> P
     """
     root_r = Path(root).resolve()
     text = str(path)
+    if "\x00" in text:
+        raise PathError("path contains a NUL byte")
+    _check_lengths(text)
     candidate = Path(text)
     full = candidate if candidate.is_absolute() else root_r / candidate
     if full.name in ("", ".", "..") or not full.is_symlink():
@@ -62,6 +69,38 @@ def resolve_link_in_root(root: Path, path: str, *, for_write: bool = False) -> P
     if for_write and rel.parts and rel.parts[0] == ".git":
         raise PathError(f"refused: {text!r} is inside .git/; tools never write git internals")
     return link
+
+
+def _check_lengths(text: str) -> None:
+    try:
+        raw = os.fsencode(text)
+    except UnicodeEncodeError:
+        raise PathError("path contains characters that cannot be a file name") from None
+    if len(raw) > PATH_MAX:
+        raise PathError(f"path is {len(raw)} bytes long; the limit is {PATH_MAX}")
+    longest = max((len(part) for part in raw.split(b"/")), default=0)
+    if longest > NAME_MAX:
+        raise PathError(f"a file name in the path is {longest} bytes long; the limit is "
+                        f"{NAME_MAX} bytes per name")
+
+
+def check_state_path(root: Path, rel: object) -> str:
+    """Validate a path read back from Clover's own state (a checkpoint manifest, a session
+    record): a plain relative POSIX string, no `.`/`..`/empty parts, not in `.git/` or `.clover/`,
+    and no symlinked directory on the way leading outside the root. Returns it; PathError else."""
+    if not isinstance(rel, str) or not rel or rel.startswith("/") or "\x00" in rel:
+        raise PathError(f"refused: {rel!r} is not a repository-relative path")
+    parts = rel.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise PathError(f"refused: {rel!r} is not a plain repository-relative path")
+    _check_lengths(rel)
+    if parts[0] in (PRIVATE_DIR, ".git"):
+        raise PathError(f"refused: {rel!r} is inside {parts[0]}/")
+    root_r = Path(root).resolve()
+    parent = (root_r / rel).parent.resolve()
+    if parent != root_r and root_r not in parent.parents:
+        raise PathError(f"refused: {rel!r} leads outside the repository root ({root_r})")
+    return rel
 
 
 def _has_symlink_parent(root: Path, full: Path) -> bool:
@@ -81,5 +120,8 @@ def relpath(root: Path, path: Path) -> str:
         path = path.parent.resolve() / path.name
     else:
         path = path.resolve()
-    rel = path.relative_to(Path(root).resolve())
+    try:
+        rel = path.relative_to(Path(root).resolve())
+    except ValueError:  # it moved out of the root since it was resolved (a swapped directory)
+        raise PathError(f"refused: {path} is no longer inside the repository root") from None
     return rel.as_posix() or "."

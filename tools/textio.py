@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,35 +106,23 @@ def load_text(path: Path) -> TextFile:
 
 
 def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
-    """Write via a temporary file in the same directory and rename it over `path`."""
+    """Write via a temporary file in the same directory and rename it over `path`. The directory
+    is opened once and both the temporary file and the rename go through that descriptor
+    (tools/fsat.py), so the directory cannot be swapped between them. For files of the
+    repository the tools use `fsat.write_atomic(root, rel, ...)`, which verifies every directory
+    from the root down."""
+    from . import fsat
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if mode is None:
-        mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else _default_mode()
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".clover-tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())  # the rename must never expose a file whose bytes are not on disk
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+        fsat.write_atomic(path.parent, path.name, data, mode)
+    except ValueError as exc:  # a name fsat refuses (too long, "..", empty)
+        raise OSError(f"cannot write {path}: {exc}") from None
 
 
 def _default_mode() -> int:
-    """0o666 minus the process umask (read from /proc when possible: os.umask is not thread-safe)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return 0o666 & ~int(line.split()[1], 8)
-    except OSError:
-        pass
-    umask = os.umask(0o022)
-    os.umask(umask)
-    return 0o666 & ~umask
+    """0o666 minus the process umask."""
+    from . import fsat
+
+    return fsat.default_mode()

@@ -1,15 +1,23 @@
 """The shared write path of the editing tools: a plan of new file contents, computed without
-touching the disk, then checkpointed and written atomically (all or nothing)."""
+touching the disk, then checkpointed and written atomically (all or nothing).
+
+A tool call runs its planning and writing inside `locked(root, ...)`, holding the repository's
+edit lock (tools/lock.py) from the read to the finished checkpoint, so a second process cannot
+overwrite an edit it never saw. Files are written relative to a verified directory descriptor
+(tools/fsat.py): a directory swapped for a symlink mid-write fails the write, and the write is
+rolled back, instead of landing outside the root."""
 from __future__ import annotations
 
 import difflib
-import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Callable
 
+from . import fsat
 from .base import ToolResult
 from .checkpoints import CheckpointStore
-from .textio import atomic_write, decode, is_binary
+from .lock import LockError, repo_lock
+from .textio import decode, is_binary
 
 
 @dataclass
@@ -33,41 +41,62 @@ class Plan:
         return list(dict.fromkeys(w.path for w in self.writes))
 
 
+def locked(root: Path, call: Callable[[], ToolResult]) -> ToolResult:
+    """Run `call` (plan and execute) holding the repository's edit lock; a lock held too long
+    by another process is a clear failure, and a noticeable wait is said in the result."""
+    try:
+        with repo_lock(root) as lock:
+            result = call()
+    except LockError as exc:
+        return ToolResult(False, f"{exc}", {"error": "locked"})
+    notice = lock.notice()
+    return replace(result, output=notice + result.output) if notice else result
+
+
 def execute(root: Path, plan: Plan, label: str) -> ToolResult | None:
     """Checkpoint the plan's files, then write them. None on success, a failure result otherwise
     (after rolling every file back)."""
     root = Path(root).resolve()
+    try:
+        with repo_lock(root):
+            return _execute(root, plan, label)
+    except LockError as exc:
+        return ToolResult(False, f"{exc}", {"error": "locked"})
+
+
+def _execute(root: Path, plan: Plan, label: str) -> ToolResult | None:
     store = CheckpointStore(root)
     try:
         cp = store.begin(plan.paths, label)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
         return ToolResult(False, f"could not save a checkpoint, nothing written: {exc}",
                           {"error": "checkpoint"})
     try:
         for w in plan.writes:
-            full = root / w.path
             if w.new is None:
-                if full.exists() or full.is_symlink():
-                    os.unlink(full)  # a symlink is removed itself, never its target
+                fsat.remove(root, w.path)  # a symlink is removed itself, never its target
             elif w.link is not None:
-                _write_link(full, w.link)
+                fsat.write_link(root, w.path, w.link)
             else:
-                atomic_write(full, w.new, w.mode)
-    except OSError as exc:
-        store.restore(cp)
-        return ToolResult(False, f"write failed, every file was restored: {exc}", {"error": "write"})
-    store.finish(cp)
+                fsat.write_atomic(root, w.path, w.new, w.mode)
+    except (OSError, ValueError) as exc:
+        try:
+            store.restore(cp)
+        except (OSError, ValueError) as again:
+            return ToolResult(False, f"write failed ({_one_line(exc)}) and rolling back failed "
+                              f"too ({_one_line(again)}); run `clover undo` to restore the files.",
+                              {"error": "write"})
+        return ToolResult(False, f"write failed, every file was restored: {_one_line(exc)}",
+                          {"error": "write"})
+    try:
+        store.finish(cp)
+    except OSError:
+        pass  # the write is done; undo treats the checkpoint as unfinished (no conflict check)
     return None
 
 
-def _write_link(full: Path, target: str) -> None:
-    """Create (or atomically replace) the symlink `full` -> `target`."""
-    full.parent.mkdir(parents=True, exist_ok=True)
-    tmp = full.parent / f".{full.name}.clover-link"
-    if tmp.is_symlink() or tmp.exists():
-        os.unlink(tmp)
-    os.symlink(target, tmp)
-    os.replace(tmp, full)
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _text_lines(data: bytes | None) -> list[str] | None:

@@ -352,14 +352,8 @@ def _session_exists(root: Path, session_id: str) -> bool:
 
 
 def _records(path: Path, kind: str) -> Iterator[dict]:
+    from clover_cli.agent.session import SessionError, read_records  # invalid UTF-8 is skipped
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
+        yield from read_records(path, kind)
+    except SessionError:
         return
-    for line in lines:
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(rec, dict) and rec.get("type") == kind:
-            yield rec

@@ -6,6 +6,7 @@ import pytest
 
 from clover_cli.agent import Agent, AgentConfig
 from clover_cli.agent.backends import make_backend
+from clover_cli.agent.session import sessions_dir
 from clover_cli.agent.events import (AgentError, ApprovalAnswer, ApprovalRequested, BlockText, Notice,
                                      ToolCallProposed, ToolFinished, TurnFinished, TurnStarted)
 
@@ -51,7 +52,7 @@ def test_multi_step_task_fixes_the_file(tmp_path):
     assert roles == ["system", "user"] + ["assistant", "tool"] * 4 + ["assistant"]
     # the session trajectory holds every step
     lines = [json.loads(l) for l in agent.session_path.read_text().splitlines()]
-    assert agent.session_path.parent == repo / ".clover" / "sessions"
+    assert agent.session_path.parent == sessions_dir(repo)
     assert [l["type"] for l in lines].count("tool_result") == 4 and lines[-1]["type"] == "turn_end"
 
 

@@ -6,7 +6,9 @@ import sys
 
 import pytest
 
+from clover_cli.agent.session import sessions_dir
 from clover_cli.trust import TrustStore
+
 from modes_helpers import BUGGY, FIXED, TEST_ADD, clover, clover_env, git, run, tool_call, write_replay
 
 pytestmark = pytest.mark.slow
@@ -74,7 +76,7 @@ def test_failure_goes_back_to_the_agent_for_another_attempt(calc_repo, tmp_path)
     result = json.loads(proc.stdout)
     assert result["status"] == "fixed" and result["attempts"] == 2
     assert result["changed_files"] == ["calc.py"]
-    session = (repo / ".clover" / "sessions" / f"{result['session_id']}.jsonl").read_text()
+    session = (sessions_dir(repo) / f"{result['session_id']}.jsonl").read_text()
     assert "attempt 2 of 3" in session and "assert -1 == 5" in session   # the re-run's failure output
 
 

@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+from clover_cli.agent.session import sessions_dir
+
 from modes_helpers import (BUGGY, FIXED, alive, clover, clover_env, git, sigint_default, tool_call,
                            write_replay)
 
@@ -65,7 +67,7 @@ def test_collect_only_config_does_not_pass_and_config_files_are_protected(calc_r
     for name in ("pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini", "tests/pytest.ini", "tests/conftest.py"):
         assert name in result["protected"], name
     assert result["reverted_test_edits"] == ["pyproject.toml"]
-    session = (repo / ".clover" / "sessions" / f"{result['session_id']}.jsonl").read_text()
+    session = (sessions_dir(repo) / f"{result['session_id']}.jsonl").read_text()
     assert "refused and reverted: tests/test_add.py, conftest.py\\n" in session   # the model sees existing files
     assert "FAILED write_file" in proc.stderr
     assert not (repo / "pytest.ini").exists() and not (repo / "pyproject.toml").exists()

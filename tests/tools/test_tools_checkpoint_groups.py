@@ -22,13 +22,13 @@ def test_group_is_undone_in_one_call(git_repo):
     store = CheckpointStore(git_repo)
     with store.group("fix attempt 1") as gid:
         assert isinstance(gid, str) and gid
-        marker = json.loads((git_repo / ".clover/checkpoints/active_group.json").read_text())
+        marker = json.loads((store.directory / "active_group.json").read_text())
         assert marker["id"] == gid
         assert run_tool("edit_file", {"path": "a.py", "old": "0", "new": "2"}, git_repo).ok
         assert run_tool("write_file", {"path": "pkg/new.py", "content": "X\n"}, git_repo).ok
         assert run_tool("edit_file", {"path": "b.txt", "old": "two", "new": "TWO"}, git_repo).ok
         assert run_tool("edit_file", {"path": "a.py", "old": "2", "new": "3"}, git_repo).ok
-    assert not (git_repo / ".clover/checkpoints/active_group.json").exists()
+    assert not (store.directory / "active_group.json").exists()
     groups = [m.get("group") for m in store.list()]
     assert groups == [None, gid, gid, gid, gid]
     res = CheckpointStore(git_repo).undo()
@@ -81,7 +81,7 @@ def test_group_marker_of_another_process_is_ignored(plain_dir):
     store = CheckpointStore(plain_dir)
     store.begin_group("mine")
     store.end_group()
-    marker = plain_dir / ".clover/checkpoints/active_group.json"
+    marker = store.directory / "active_group.json"
     marker.write_text(json.dumps({"id": "gother", "label": "x", "pid": 1}))
     assert run_tool("write_file", {"path": "a.py", "content": "A = 9\n"}, plain_dir).ok
     assert store.list()[-1].get("group") is None

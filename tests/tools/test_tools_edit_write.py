@@ -86,3 +86,12 @@ def test_preview_is_a_diff_and_writes_nothing(plain_dir):
     assert preview("run_shell", {"command": "make test"}, plain_dir) == "$ make test"
     new = preview("write_file", {"path": "n.txt", "content": "hi\n"}, plain_dir)
     assert "--- /dev/null" in new and "+hi" in new and not (plain_dir / "n.txt").exists()
+
+
+def test_lone_surrogates_in_content_are_a_tool_error(plain_dir):
+    from clover_cli.tools.registry import run_tool as _run
+    res = _run("write_file", {"path": "s.txt", "content": "a\ud800b"}, plain_dir)
+    assert not res.ok and res.details["error"] == "edit_failed" and "surrogate" in res.output
+    res = _run("write_file", {"path": "\ud800.txt", "content": "x"}, plain_dir)
+    assert not res.ok and res.details["error"] != "internal"
+    assert list(plain_dir.iterdir()) == []

@@ -6,6 +6,7 @@ import stat
 import subprocess
 from pathlib import Path
 
+from clover_cli.tools.checkpoints import CheckpointStore
 from clover_cli.tools.registry import run_tool
 
 from .conftest import commit_all, git, snapshot
@@ -155,8 +156,8 @@ def test_corrupt_diffs_leave_every_file_untouched(git_repo):
         res = run_tool("apply_patch", {"patch": patch}, git_repo)
         assert not res.ok and res.details["error"] == "patch_failed", patch
         assert snapshot(git_repo) == before
-    assert not (git_repo / ".clover" / "checkpoints").exists() or not any(
-        (git_repo / ".clover" / "checkpoints").iterdir())
+    assert CheckpointStore(git_repo).list() == []
+    assert not (git_repo / ".clover").exists()
 
 
 def test_failure_names_hunk_and_shows_closest_lines(git_repo):
@@ -172,14 +173,30 @@ def test_failure_names_hunk_and_shows_closest_lines(git_repo):
     assert (git_repo / "a.py").read_text() == BASE  # hunk 1 was fine, but nothing was applied
 
 
-def test_ambiguous_hunk_rejected(git_repo):
+def test_ambiguous_hunk_without_line_numbers_rejected(git_repo):
+    """A bare `@@` header says nothing about where the hunk goes: a repeated context is refused."""
     text = "start\n" + "    pass\n    x = 1\n    pass\n" * 2 + "end\n"
     (git_repo / "d.py").write_text(text)
     commit_all(git_repo)
-    patch = "--- a/d.py\n+++ b/d.py\n@@ -2,3 +2,3 @@\n     pass\n-    x = 1\n+    x = 2\n     pass\n"
+    patch = "--- a/d.py\n+++ b/d.py\n@@\n     pass\n-    x = 1\n+    x = 2\n     pass\n"
     res = run_tool("apply_patch", {"patch": patch}, git_repo)
     assert not res.ok and "ambiguous" in res.output and "matches 2 places" in res.output
     assert (git_repo / "d.py").read_text() == text
+
+
+def test_repeated_context_goes_to_the_match_nearest_the_header(git_repo):
+    """As `git apply` and GNU patch: the stated line picks among equal contexts."""
+    text = "start\n" + "    pass\n    x = 1\n    pass\n" * 2 + "end\n"
+    (git_repo / "d.py").write_text(text)
+    commit_all(git_repo)
+    patch = "--- a/d.py\n+++ b/d.py\n@@ -5,3 +5,3 @@\n     pass\n-    x = 1\n+    x = 2\n     pass\n"
+    res = run_tool("apply_patch", {"patch": patch}, git_repo)
+    assert res.ok, res.output
+    assert (git_repo / "d.py").read_text() == text.replace("x = 1\n    pass\nend", "x = 2\n    pass\nend")
+    git(git_repo, "checkout", "d.py")
+    first = patch.replace("@@ -5,3 +5,3 @@", "@@ -2,3 +2,3 @@")
+    assert run_tool("apply_patch", {"patch": first}, git_repo).ok
+    assert (git_repo / "d.py").read_text() == text.replace("x = 1", "x = 2", 1)
 
 
 def test_mode_is_kept_and_new_file_mode_applied(git_repo):
@@ -246,3 +263,20 @@ def test_hunk_headers_without_line_numbers(git_repo):
     res = run_tool("apply_patch", {"patch": patch}, git_repo)
     assert res.ok, res.output
     assert (git_repo / "a.py").read_text() == BASE.replace("x + 7\n", "x + 70\n").replace("x + 9\n", "x + 90\n")
+
+
+def test_real_git_diff_with_repeated_context_applies_where_git_would(git_repo):
+    """Three identical blocks, the middle one and the last one changed: `git diff` gives hunks
+    whose whole text occurs three times; each goes to the block its header names."""
+    block = "a\nb\nc\nX = 1\nd\ne\nf\ng\nh\ni\nj\n"
+    (git_repo / "r.txt").write_text(block * 3)
+    commit_all(git_repo)
+
+    def edit(r):
+        (r / "r.txt").write_text(block + block.replace("X = 1", "X = 2") + block.replace("1", "3"))
+    diff = make_diff(git_repo, edit)
+    assert diff.count("@@ -") == 2
+    res = run_tool("apply_patch", {"patch": diff}, git_repo)
+    assert res.ok, res.output
+    assert (git_repo / "r.txt").read_text() == block + block.replace("X = 1", "X = 2") + \
+        block.replace("1", "3")

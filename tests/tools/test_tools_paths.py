@@ -71,3 +71,38 @@ def test_absolute_path_inside_root_is_allowed(sandbox):
     res = run_tool("read_file", {"path": str(root / "inside.txt")}, root)
     assert res.ok and res.details["path"] == "inside.txt"
     assert planned_writes("write_file", {"path": str(root / "n.txt"), "content": ""}, root) == ["n.txt"]
+
+
+def test_state_paths_are_checked_before_use(tmp_path):
+    """Paths read back from checkpoints or sessions: plain, relative, inside, no symlinked dir."""
+    from clover_cli.tools.paths import PathError, check_state_path
+    root = tmp_path / "repo"
+    (root / "d").mkdir(parents=True)
+    (root / "out").symlink_to(tmp_path)
+    (root / "in").symlink_to(root / "d")
+    assert check_state_path(root, "d/x.py") == "d/x.py"
+    assert check_state_path(root, "in/x.py") == "in/x.py"  # a link that stays inside is fine
+    for bad in ("../x", "/etc/passwd", "d/../../x", "./x", "d//x", "", ".git/config",
+                ".clover/x", "out/secret", "n" * 300, 5, None, ["x"], "a\x00b"):
+        with pytest.raises(PathError):
+            check_state_path(root, bad)
+
+
+def test_fsat_never_walks_through_a_symlinked_directory(tmp_path):
+    from clover_cli.tools import fsat
+    root = tmp_path / "repo"
+    root.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "sub").symlink_to(outside)
+    with pytest.raises(fsat.UnsafePathError, match="symlink"):
+        fsat.write_atomic(root, "sub/f.txt", b"x")
+    with pytest.raises(fsat.UnsafePathError):
+        fsat.probe(root, "sub/f.txt")
+    with pytest.raises(fsat.UnsafePathError):
+        fsat.remove(root, "sub/f.txt")
+    assert list(outside.iterdir()) == []
+    (root / "file").write_text("x")
+    assert fsat.probe(root, "file/below").kind == "absent"  # a file on the way: cannot exist
+    fsat.write_atomic(root, "a/b/c.txt", b"deep")
+    assert (root / "a/b/c.txt").read_bytes() == b"deep"

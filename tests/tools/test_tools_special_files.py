@@ -117,3 +117,28 @@ def test_read_file_past_the_end_counts_lines_with_end_line(plain_dir):
         assert not res.ok and res.details["error"] == "bad_range"
         assert "a.txt has only 2 lines; start_line 5 is past the end" in res.output
         assert res.details["total_lines"] == 2
+
+
+def test_edit_and_write_on_a_fifo_say_what_it_is(plain_dir):
+    os.mkfifo(plain_dir / "pipe.txt")
+    started = time.monotonic()
+    for name, args in (("edit_file", {"path": "pipe.txt", "old": "a", "new": "b"}),
+                       ("write_file", {"path": "pipe.txt", "content": "x"})):
+        res = run_tool(name, args, plain_dir)
+        assert not res.ok and res.details["error"] == "edit_failed", res.output
+        assert "not a regular file" in res.output and "FIFO" in res.output
+        assert "does not exist" not in res.output
+    assert os.path.exists(plain_dir / "pipe.txt") and not (plain_dir / "pipe.txt").is_file()
+    assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("tool", ["write_file", "edit_file", "apply_patch", "read_file"])
+def test_a_file_name_over_255_bytes_is_a_tool_error(plain_dir, tool):
+    name = "n" * 300 + ".txt"
+    args = {"write_file": {"path": name, "content": "x"},
+            "edit_file": {"path": name, "old": "a", "new": "b"},
+            "apply_patch": {"patch": f"--- /dev/null\n+++ b/{name}\n@@ -0,0 +1 @@\n+x\n"},
+            "read_file": {"path": name}}[tool]
+    res = run_tool(tool, args, plain_dir)
+    assert not res.ok and res.details.get("error") != "internal", res.output
+    assert "255" in res.output

@@ -18,6 +18,8 @@ import pytest
 
 import clover_cli
 
+from clover_cli.agent.session import sessions_dir
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
 BUNDLED = Path(clover_cli.__file__).parent / "bundled" / "tiny"
@@ -82,7 +84,7 @@ def test_clover_in_tmux_answers_a_prompt(tmp_path, repo, model):
         tmux("send-keys", "-t", session, "C-c")
         screen = wait_screen(session, r"EXIT=\d", 30)
         assert "EXIT=0" in screen and "Session " in screen and "saved to" in screen, screen
-        sessions = list((repo / ".clover" / "sessions").glob("*.jsonl"))
+        sessions = list(sessions_dir(repo).glob("*.jsonl"))
         assert len(sessions) == 1 and "list the files" in sessions[0].read_text()
         perf = [json.loads(line) for line in (tmp_path / "perf.jsonl").read_text().splitlines()]
         assert perf and perf[0]["wall_s"] > 0

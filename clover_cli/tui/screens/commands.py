@@ -148,7 +148,8 @@ class SlashCommands:
             self.transcript.clear()
             self.load(arg, backend=getattr(self.agent, "backend", None))
             return
-        folder = Path(self.options.root) / ".clover" / "sessions"
+        from clover_cli.agent.session import sessions_dir  # the user's state dir, not the repo's
+        folder = sessions_dir(self.options.root)
         files = sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True)[:15]
         if not files:
             self.transcript.add_notice("No saved sessions yet.")
@@ -178,13 +179,13 @@ def _first_prompt(path: Path, width: int = 40) -> str:
     """The first user message of a session file (for the list), shortened."""
     import json
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8", errors="replace") as f:  # a damaged line is no crash
             for line in f:
                 try:
                     rec = json.loads(line)
                 except ValueError:
                     continue
-                msg = rec.get("message") if rec.get("type") == "message" else None
+                msg = rec.get("message") if isinstance(rec, dict) and rec.get("type") == "message" else None
                 if isinstance(msg, dict) and msg.get("role") == "user":
                     text = " ".join(str(msg.get("content", "")).split())
                     return text if len(text) <= width else text[: width - 1] + "…"
