@@ -247,7 +247,7 @@ def run_shell(root: Path, command: str, timeout: float | None = None,
     elapsed = time.monotonic() - started
     code = proc.returncode
     text = captured.render()
-    notes = [n for n in (notice, limit_note) if n]
+    notes = [limit_note] if limit_note else []
     if cancelled:
         notes.append("[cancelled by the user; the command and its children were killed]")
     elif timed_out:
@@ -257,7 +257,7 @@ def run_shell(root: Path, command: str, timeout: float | None = None,
     if code is not None and code < 0 and not (timed_out or cancelled):
         notes.append(f"[killed by signal {-code}]")
     notes.append(f"[exit code {code}]")
-    output = (text.rstrip("\n") + "\n" if text.strip() else "") + "\n".join(notes)
+    output = (notice + "\n" if notice else "") + (text.rstrip("\n") + "\n" if text.strip() else "") + "\n".join(notes)
     details = {"exit_code": code, "timed_out": timed_out, "seconds": round(elapsed, 3),
                "timeout": limit, "elided_bytes": captured.elided_bytes,
                "elided_lines": captured.elided_lines,
