@@ -156,7 +156,7 @@ def command_env(base: dict[str, str], profile: str) -> dict[str, str]:
     if profile == "off":
         return env
     if status().available:
-        env = {k: v for k, v in env.items() if not _SECRET_ENV.search(k)}
+        env = {k: v for k, v in env.items() if k.startswith("GIT_CONFIG_") or not _SECRET_ENV.search(k)}
     try:
         count = max(0, int(env.get("GIT_CONFIG_COUNT", "0")))
     except ValueError:
