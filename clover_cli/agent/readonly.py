@@ -22,7 +22,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from clover_cli.agent.shellwords import git_target, outside_word
+from clover_cli.agent.shellwords import MAX_COMMAND_CHARS, git_target, outside_word
 
 _SHELL_OPERATORS = (";", "&", "|", ">", "<", "`", "$(", "\n", "\r")
 
@@ -207,7 +207,8 @@ _TILDE = re.compile(r"(^|[\s=:])~")
 def is_read_only_command(command: str, root: Path | str | None = None) -> bool:
     """True only for commands that clearly just read (see the module docstring); with `root`,
     also only inside it."""
-    if has_shell_operators(command) or _has_expansion(command) or _TILDE.search(command):
+    if len(command) > MAX_COMMAND_CHARS or has_shell_operators(command) or _has_expansion(command) \
+            or _TILDE.search(command):
         return False
     if root is not None and not _inside_root(command, root):
         return False

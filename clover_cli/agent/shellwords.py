@@ -17,11 +17,14 @@ from pathlib import Path
 # lists, pipes, subshells, groups, globs, comments, escapes, history, line breaks.
 _SPECIAL = set("$`;|&<>(){}*?[]#\\!\n\r\x00")
 _TILDE = re.compile(r"(^|[\s=:])~")
+MAX_COMMAND_CHARS = 16384  # longer commands match no rule (parsing them is not worth the time)
+PATH_MAX = 4096
 
 
 def plain_argv(command: str) -> list[str] | None:
     """The argv of a plain command, or None when bash would interpret anything beyond quoting."""
-    if not command or any(ch in _SPECIAL for ch in command) or _TILDE.search(command):
+    if not command or len(command) > MAX_COMMAND_CHARS or any(ch in _SPECIAL for ch in command) \
+            or _TILDE.search(command):
         return None
     try:
         words = shlex.split(command)
@@ -46,10 +49,13 @@ def _path_candidates(word: str) -> list[str]:
 def inside(root: Path | str, path: str) -> bool:
     """Whether `path` (relative to root, or absolute) resolves inside the root (symlinks followed)."""
     real_root = os.path.realpath(os.fspath(root))
-    if path.startswith("~"):
+    if path.startswith("~") or "\x00" in path or len(path) > PATH_MAX:
         return False
     full = path if os.path.isabs(path) else os.path.join(real_root, path)
-    real = os.path.realpath(full)
+    try:
+        real = os.path.realpath(full)
+    except (OSError, ValueError):
+        return False
     return real == real_root or real.startswith(real_root.rstrip("/") + "/")
 
 
@@ -71,6 +77,8 @@ def git_target(root: Path | str, args: list[str]) -> str | None:
     target, i = real_root, 0
     while i < len(args) and args[i].startswith("-"):
         if args[i] == "-C" and i + 1 < len(args):
+            if not inside(real_root, os.path.join(target, args[i + 1])):
+                return None
             target = os.path.realpath(os.path.join(target, args[i + 1]))
             i += 2
         else:

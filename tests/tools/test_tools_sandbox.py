@@ -198,3 +198,29 @@ def test_git_hardening_keeps_the_users_own_command_scope_config():
     assert {env["GIT_CONFIG_KEY_1"]: env["GIT_CONFIG_VALUE_1"], env["GIT_CONFIG_KEY_2"]: env["GIT_CONFIG_VALUE_2"]} == {
         "core.fsmonitor": "false", "core.hooksPath": "/dev/null"}
     assert "GIT_CONFIG_COUNT" not in sandbox.command_env({}, "off")
+
+
+def test_clovers_own_git_never_runs_a_planted_fsmonitor_or_hook(git_repo):
+    from clover_cli.tools.gitutil import git_run
+    marker = git_repo / "PWNED"
+    with open(git_repo / ".git" / "config", "a") as fh:
+        fh.write(f"[core]\n\tfsmonitor = touch {marker}\n")
+    hook = git_repo / ".git" / "hooks" / "pre-commit"
+    hook.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    hook.chmod(0o755)
+    (git_repo / "README.md").write_text("changed\n")
+    git_run(git_repo, "status")
+    git_run(git_repo, "commit", "-qam", "x", env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+                                                  "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"})
+    assert not marker.exists()
+
+
+def test_odd_arguments_are_refused_quickly_not_crashed(tmp_path):
+    from clover_cli.agent.approvals import rule_matches
+    from clover_cli.agent.readonly import is_read_only_command
+    started = time.monotonic()
+    for command in ("cat 'a\x00b'", "cat " + "a/" * 300_000, "cat " + "a/" * 3000, "git -C 'x\x00y' status",
+                    "cat -f" + "/x" * 3000):
+        assert not is_read_only_command(command, tmp_path), command[:40]
+        assert not rule_matches(command, "cat", tmp_path) and not rule_matches(command, "git -C status", tmp_path)
+    assert time.monotonic() - started < 2
