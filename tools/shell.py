@@ -226,7 +226,10 @@ def run_shell(root: Path, command: str, timeout: float | None = None,
     outcome = _wait(proc, limit, cancel)
     timed_out, cancelled = outcome == "timeout", outcome == "cancelled"
     if outcome != "exited":
-        _kill_group(pgid, proc, term_wait=0.2 if cancelled else 1.0)
+        # the subreaper needs time to kill what left the group (it escalates to SIGKILL itself);
+        # SIGKILLed early, it would leave those orphans behind. Normally it is done in ~0.25 s.
+        wait = (1.5 if cancelled else 3.0) if status_fd is not None else (0.2 if cancelled else 1.0)
+        _kill_group(pgid, proc, term_wait=wait)
         proc.wait()
     killed_background = False
     if status_fd is not None:

@@ -136,9 +136,9 @@ def test_children_that_call_setsid_die_with_the_sandbox(repo):
         return subprocess.run(["pgrep", "-f", "sleep 1021.5"], capture_output=True).stdout.count(b"\n")
 
     res = sh(repo, "setsid sleep 1021.5 & (setsid -f sleep 1021.5 >/dev/null 2>&1) ; echo started", "workspace")
-    assert res.ok and "started" in res.output
+    assert res.ok and "started" in res.output and res.details["sandbox"] == "bwrap:workspace"
     slow = sh(repo, "setsid sleep 1021.5 & sleep 1021.5", "read-only", timeout=1)
-    assert slow.details["timed_out"]
+    assert slow.details["timed_out"] and slow.details["sandbox"] == "bwrap:read-only"
     deadline = time.monotonic() + 3
     while left() and time.monotonic() < deadline:
         time.sleep(0.05)
