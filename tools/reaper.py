@@ -83,8 +83,11 @@ def kill_all(term_wait: float) -> bool:
 
 def main(argv: list[str]) -> int:
     status_fd, grace, command = int(argv[1]), float(argv[2]), argv[4:]
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux: run the command plainly
+        os.execvp(command[0], command)
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _stop)
     child = os.fork()
@@ -93,7 +96,7 @@ def main(argv: list[str]) -> int:
             os.close(status_fd)
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGXFSZ):
                 signal.signal(sig, signal.SIG_DFL)
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
             os.execvp(command[0], command)
         finally:
             os._exit(127)

@@ -162,6 +162,8 @@ def _spawn(root: Path, command: str, profile: str, env: dict[str, str]):
                   stderr=subprocess.STDOUT, start_new_session=True)
     if profile != "off" and sandbox.status().available:
         return subprocess.Popen(sandbox.bwrap_argv(root, profile, inner), **common), None
+    if not sys.platform.startswith("linux"):  # no subreaper there: the process group only
+        return subprocess.Popen(inner, **common), None
     r, w = os.pipe()
     try:
         argv = [sys.executable, "-I", "-S", str(REAPER), str(w), str(GRACE_AFTER_EXIT), "--", *inner]
