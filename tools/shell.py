@@ -203,6 +203,7 @@ def run_shell(root: Path, command: str, timeout: float | None = None,
                                "GIT_PAGER": "cat", "TERM": "dumb", "PYTHONUNBUFFERED": "1"}, profile)
     started = time.monotonic()
     try:
+        had_git = os.path.lexists(root / ".git")
         proc, status_fd = _spawn(root, command, profile, env)
     except OSError as exc:
         return ToolResult(False, f"could not start the command: {exc}", {"error": "spawn"})
@@ -253,6 +254,8 @@ def run_shell(root: Path, command: str, timeout: float | None = None,
     code = proc.returncode
     text = captured.render()
     notes = [limit_note] if limit_note else []
+    if not had_git and profile != "off" and st.available:
+        notes.append(_quarantine_new_git(root))
     if cancelled:
         notes.append("[cancelled by the user; the command and its children were killed]")
     elif timed_out:
@@ -261,6 +264,7 @@ def run_shell(root: Path, command: str, timeout: float | None = None,
         notes.append("[background processes left running by the command were stopped]")
     if code is not None and code < 0 and not (timed_out or cancelled):
         notes.append(f"[killed by signal {-code}]")
+    notes = [n for n in notes if n]
     notes.append(f"[exit code {code}]")
     output = (notice + "\n" if notice else "") + (text.rstrip("\n") + "\n" if text.strip() else "") + "\n".join(notes)
     details = {"exit_code": code, "timed_out": timed_out, "seconds": round(elapsed, 3),
@@ -270,6 +274,22 @@ def run_shell(root: Path, command: str, timeout: float | None = None,
     if cancelled:
         details["cancelled"] = True
     return ToolResult(code == 0 and not (timed_out or cancelled), output, details)
+
+
+def _quarantine_new_git(root: Path) -> str:
+    """A `.git` that a sandboxed command created at the root is moved aside: Clover's own git,
+    which runs outside the sandbox, would otherwise obey its config (filters, hooks). Returns
+    the note for the result ("" when there was none)."""
+    git = root / ".git"
+    if not os.path.lexists(git):
+        return ""
+    aside = root / f".git.sandbox-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    try:
+        os.rename(git, aside)
+    except OSError as exc:
+        return f"[the command created .git, and it could not be moved aside ({exc}); do not trust it]"
+    return (f"[the command created .git; a repository made inside the sandbox is not used, so it was "
+            f"moved to {aside.name} (run `git init` yourself if you want one)]")
 
 
 class _LiveStream:

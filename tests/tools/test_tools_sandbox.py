@@ -224,3 +224,17 @@ def test_odd_arguments_are_refused_quickly_not_crashed(tmp_path):
         assert not is_read_only_command(command, tmp_path), command[:40]
         assert not rule_matches(command, "cat", tmp_path) and not rule_matches(command, "git -C status", tmp_path)
     assert time.monotonic() - started < 2
+
+
+@needs_bwrap
+def test_a_repository_created_inside_the_sandbox_is_moved_aside(plain_dir):
+    marker = plain_dir / "PWNED"
+    res = sh(plain_dir, "git init -q . && git config filter.x.clean 'touch PWNED; cat' && "
+                        "echo '* filter=x' > .gitattributes && echo made", "workspace")
+    assert "made" in res.output and "moved to .git.sandbox-" in res.output
+    assert not (plain_dir / ".git").exists()
+    assert [p.name.startswith(".git.sandbox-") for p in plain_dir.iterdir() if p.name.startswith(".git.")] == [True]
+    from clover_cli.tools.gitutil import is_git_repo
+    assert not is_git_repo(plain_dir) and not marker.exists()
+    plain = sh(plain_dir, "echo fine", "workspace")
+    assert "moved" not in plain.output
