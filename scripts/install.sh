@@ -8,6 +8,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "clover needs Python >= 3.11")'
+# bubblewrap sandboxes the agent's shell commands (docs/security.md); without it they run unconfined.
+if ! command -v bwrap >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap) >/dev/null \
+            || echo "warning: could not install bubblewrap; shell commands will run without a sandbox" >&2
+    else
+        echo "warning: bubblewrap (bwrap) is not installed; shell commands will run without a sandbox" \
+             "(install it: sudo apt-get install bubblewrap, or your system's package)" >&2
+    fi
+fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 if [ "${1:-}" = "--dev" ]; then

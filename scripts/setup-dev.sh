@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Install Clover with its test extras into ./.venv, plus tmux (terminal smoke test) and ripgrep (grep tool).
+# Install Clover with its test extras into ./.venv, plus tmux (terminal smoke test), ripgrep (grep tool)
+# and bubblewrap (the shell sandbox, docs/security.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! command -v tmux >/dev/null 2>&1 || ! command -v rg >/dev/null 2>&1; then
+if ! command -v tmux >/dev/null 2>&1 || ! command -v rg >/dev/null 2>&1 || ! command -v bwrap >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux ripgrep) >/dev/null \
-            || echo "warning: could not install tmux and ripgrep; their tests will be skipped" >&2
+        (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux ripgrep bubblewrap) >/dev/null \
+            || echo "warning: could not install tmux, ripgrep and bubblewrap; their tests will be skipped" >&2
     else
-        echo "warning: tmux or ripgrep missing; their tests will be skipped" >&2
+        echo "warning: tmux, ripgrep or bubblewrap missing; their tests will be skipped" >&2
     fi
 fi
 bash scripts/install.sh --dev

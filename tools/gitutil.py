@@ -23,7 +23,9 @@ def _repo(root: Path):
 def git_run(root: Path, *args: str, env: dict | None = None, check: bool = False) -> subprocess.CompletedProcess:
     """Run `git ARGS` in `root` and capture bytes (no pager, no colour, no prompts)."""
     full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", **(env or {})}
-    return subprocess.run(["git", "-c", "core.quotepath=off", *args], cwd=root, env=full_env,
+    # a repository's own config never runs programs for us (docs/security.md, "Shell sandbox")
+    return subprocess.run(["git", "-c", "core.quotepath=off", "-c", "core.fsmonitor=false",
+                           "-c", "core.hooksPath=/dev/null", *args], cwd=root, env=full_env,
                           stdin=subprocess.DEVNULL, capture_output=True, check=check)
 
 

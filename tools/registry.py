@@ -201,6 +201,7 @@ def run_tool(name: str, args: dict, root: Path, *, on_output: Callable[[str], No
         return ToolResult(False, f"repository root {root} is not a directory", {"error": "root"})
     if name == "run_shell":
         kwargs.setdefault("timeout", timeout)
+        kwargs["max_timeout"] = timeout  # the user's limit caps the model's timeout
         kwargs["on_output"] = on_output
         kwargs["cancel"] = cancel
     try:

@@ -1,68 +1,72 @@
 """run_shell: a command in the repository root, in its own process group, with no stdin.
 
-On timeout or cancellation the whole group is killed (children too); when the command exits,
-whatever it left running in its group is killed as well, so background processes never
-outlive the call. Output is capped to a head and a tail with the elided amount reported; the
-exit code is part of the result.
+The command runs in the OS sandbox its approval mode asks for (tools/sandbox.py; docs/security.md).
+Nothing it starts outlives the call: inside bubblewrap the whole pid namespace dies with it;
+without a sandbox a subreaper wrapper (tools/reaper.py) keeps even setsid/setpgrp children in
+reach. On timeout or cancellation everything is killed; when the command exits, whatever it left
+running is killed after a short grace. The timeout is capped by the user's limit. Output goes to
+a bounded buffer (the first and last 64 KiB, with the omitted amount reported), so a command
+that prints gigabytes costs no memory; the exit code is part of the result.
 """
 from __future__ import annotations
 
 import codecs
+import math
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 from typing import Callable
 
+from . import sandbox
 from .base import ToolResult
 
 DEFAULT_TIMEOUT = 120.0
-HEAD_CHARS = 8000
-TAIL_CHARS = 8000
+MAX_TIMEOUT = 600.0     # the cap on any timeout when the user set no limit (CLOVER_SHELL_MAX_TIMEOUT)
+HEAD_BYTES = 64 * 1024  # the result keeps the first and the last 64 KiB of the output
+TAIL_BYTES = 64 * 1024
+LIVE_BYTES = 256 * 1024  # output streamed live to the caller, at most
+REAPER = Path(__file__).resolve().with_name("reaper.py")
 GRACE_AFTER_EXIT = 0.5  # seconds a finished command's background children may keep the pipe
 POLL_SECONDS = 0.05     # how often a running command checks its cancel event
 
 
 class CappedOutput:
-    """Keep the first HEAD and last TAIL characters of a stream and count what falls between."""
+    """Keep the first `head` and the last `tail` bytes of a stream and count what falls between.
 
-    def __init__(self, head: int = HEAD_CHARS, tail: int = TAIL_CHARS):
+    Memory stays bounded whatever the command prints (a 500 MB log costs head + 2 x tail)."""
+
+    def __init__(self, head: int = HEAD_BYTES, tail: int = TAIL_BYTES):
         self.head_limit, self.tail_limit = head, tail
-        self.head, self.tail = [], []
-        self.head_len = self.tail_len = 0
-        self.elided_chars = self.elided_lines = 0
+        self.head, self.tail = bytearray(), bytearray()
+        self.elided_bytes = self.elided_lines = 0
 
-    def add(self, text: str) -> None:
-        room = self.head_limit - self.head_len
+    def add(self, data: bytes) -> None:
+        room = self.head_limit - len(self.head)
         if room > 0:
-            self.head.append(text[:room])
-            self.head_len += len(text[:room])
-            text = text[room:]
-        if not text:
+            self.head += data[:room]
+            data = data[room:]
+        if not data:
             return
-        self.tail.append(text)
-        self.tail_len += len(text)
-        while self.tail_len - len(self.tail[0]) >= self.tail_limit:
-            dropped = self.tail.pop(0)
-            self._elide(dropped)
-        excess = self.tail_len - self.tail_limit
+        self.tail += data
+        excess = len(self.tail) - self.tail_limit
         if excess > 0:
-            self._elide(self.tail[0][:excess])
-            self.tail[0] = self.tail[0][excess:]
-
-    def _elide(self, text: str) -> None:
-        self.tail_len -= len(text)
-        self.elided_chars += len(text)
-        self.elided_lines += text.count("\n")
+            self.elided_bytes += excess
+            self.elided_lines += self.tail.count(b"\n", 0, excess)
+            del self.tail[:excess]
 
     def render(self) -> str:
-        head, tail = "".join(self.head), "".join(self.tail)
-        if not self.elided_chars:
-            return head + tail
-        note = (f"\n[... {self.elided_chars} characters ({self.elided_lines} lines) elided ...]\n")
-        return head + note + tail
+        head = codecs.getincrementaldecoder("utf-8")("replace").decode(bytes(self.head))
+        if not self.elided_bytes:
+            return (bytes(self.head) + bytes(self.tail)).decode("utf-8", "replace")
+        tail = bytes(self.tail)
+        while tail and (tail[0] & 0xC0) == 0x80:  # do not start inside a UTF-8 character
+            tail = tail[1:]
+        note = f"\n[... {self.elided_bytes} bytes ({self.elided_lines} lines) omitted ...]\n"
+        return head + note + tail.decode("utf-8", "replace")
 
 
 def _kill_group(pgid: int, proc: subprocess.Popen, term_wait: float = 1.0) -> None:
@@ -119,29 +123,93 @@ def _wait(proc: subprocess.Popen, limit: float, cancel: threading.Event | None) 
             continue
 
 
+def max_timeout_default() -> float:
+    """The longest timeout a command may get when the user set no limit: CLOVER_SHELL_MAX_TIMEOUT
+    seconds (default 600)."""
+    try:
+        value = float(os.environ.get("CLOVER_SHELL_MAX_TIMEOUT", ""))
+    except ValueError:
+        return MAX_TIMEOUT
+    return value if math.isfinite(value) and value > 0 else MAX_TIMEOUT
+
+
+def _limit(timeout, max_timeout) -> tuple[float | None, str]:
+    """(seconds, note) for the call's timeout, capped by the user's limit; (None, error) when bad."""
+    cap = max_timeout_default()
+    try:
+        if max_timeout is not None and math.isfinite(float(max_timeout)) and float(max_timeout) > 0:
+            cap = float(max_timeout)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    if timeout is None:
+        return min(DEFAULT_TIMEOUT, cap), ""
+    try:
+        value = float(timeout)
+    except (TypeError, ValueError, OverflowError):
+        return None, f"timeout must be a number of seconds, got {str(timeout)[:40]!r}"
+    if math.isnan(value) or value <= 0:
+        return None, f"timeout must be a positive number of seconds (at most {cap:g}), got {value:g}"
+    if value > cap:
+        return cap, f"[timeout {value:g} s capped to the limit of {cap:g} s]"
+    return value, ""
+
+
+def _spawn(root: Path, command: str, profile: str, env: dict[str, str]):
+    """(Popen, status read fd or None): bwrap when the profile sandboxes and bwrap works, else
+    the subreaper wrapper (tools/reaper.py)."""
+    inner = ["bash", "-c", command]
+    common = dict(cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                  stderr=subprocess.STDOUT, start_new_session=True)
+    if profile != "off" and sandbox.status().available:
+        return subprocess.Popen(sandbox.bwrap_argv(root, profile, inner), **common), None
+    if not sys.platform.startswith("linux"):  # no subreaper there: the process group only
+        return subprocess.Popen(inner, **common), None
+    r, w = os.pipe()
+    try:
+        argv = [sys.executable, "-I", "-S", str(REAPER), str(w), str(GRACE_AFTER_EXIT), "--", *inner]
+        return subprocess.Popen(argv, pass_fds=(w,), **common), r
+    except BaseException:
+        os.close(r)
+        raise
+    finally:
+        os.close(w)
+
+
 def run_shell(root: Path, command: str, timeout: float | None = None,
               on_output: Callable[[str], None] | None = None,
-              cancel: threading.Event | None = None) -> ToolResult:
+              cancel: threading.Event | None = None, max_timeout: float | None = None,
+              sandbox_profile: str | None = None) -> ToolResult:
     """Run `command` with bash in `root`; returns its capped output and exit code.
 
-    When `cancel` is set while the command runs, its whole process group is killed at once
-    and the result is ok=False with details["cancelled"] = True.
+    `timeout` (the model's, or the caller's default) is capped by `max_timeout` (the user's
+    limit; CLOVER_SHELL_MAX_TIMEOUT or 600 s when None). The command runs in the sandbox the
+    root's profile asks for (`sandbox_profile` overrides it; see tools/sandbox.py). When `cancel`
+    is set while the command runs, everything it started is killed at once and the result is
+    ok=False with details["cancelled"] = True.
     """
     if not command or not command.strip():
         return ToolResult(False, "empty command", {"error": "bad_arguments"})
-    limit = float(timeout) if timeout and float(timeout) > 0 else DEFAULT_TIMEOUT
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "PAGER": "cat", "GIT_PAGER": "cat",
-           "TERM": "dumb", "PYTHONUNBUFFERED": "1"}
+    limit, limit_note = _limit(timeout, max_timeout)
+    if limit is None:
+        return ToolResult(False, limit_note, {"error": "bad_arguments"})
+    root = Path(root)
+    profile = sandbox_profile if sandbox_profile in sandbox.PROFILES else sandbox.profile_for(root)
+    st = sandbox.status()
+    if profile != "off" and not st.available and sandbox.forced() == "bwrap":
+        return ToolResult(False, f"CLOVER_SANDBOX=bwrap, but {st.reason}; the command was not run",
+                          {"error": "sandbox"})
+    notice = sandbox.take_notice(profile)
+    env = sandbox.command_env({**os.environ, "GIT_TERMINAL_PROMPT": "0", "PAGER": "cat",
+                               "GIT_PAGER": "cat", "TERM": "dumb", "PYTHONUNBUFFERED": "1"}, profile)
     started = time.monotonic()
     try:
-        proc = subprocess.Popen(["bash", "-c", command], cwd=Path(root), env=env,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        had_git = os.path.lexists(root / ".git")
+        proc, status_fd = _spawn(root, command, profile, env)
     except OSError as exc:
         return ToolResult(False, f"could not start the command: {exc}", {"error": "spawn"})
     pgid = proc.pid  # start_new_session: the child leads its own group
     captured = CappedOutput()
-    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    live = _LiveStream(on_output)
 
     def pump() -> None:
         fd = proc.stdout.fileno()
@@ -152,26 +220,27 @@ def run_shell(root: Path, command: str, timeout: float | None = None,
                 break
             if not chunk:
                 break
-            text = decoder.decode(chunk)
-            if text:
-                captured.add(text)
-                if on_output is not None:
-                    try:
-                        on_output(text)
-                    except Exception:  # a consumer's bug must not kill the command's reader
-                        pass
-        tail = decoder.decode(b"", final=True)
-        if tail:
-            captured.add(tail)
+            captured.add(chunk)
+            live.add(chunk)
+        live.finish()
 
     reader = threading.Thread(target=pump, name="run_shell-reader", daemon=True)
     reader.start()
     outcome = _wait(proc, limit, cancel)
     timed_out, cancelled = outcome == "timeout", outcome == "cancelled"
     if outcome != "exited":
-        _kill_group(pgid, proc, term_wait=0.2 if cancelled else 1.0)
+        # the subreaper needs time to kill what left the group (it escalates to SIGKILL itself);
+        # SIGKILLed early, it would leave those orphans behind. Normally it is done in ~0.25 s.
+        wait = (1.5 if cancelled else 3.0) if status_fd is not None else (0.2 if cancelled else 1.0)
+        _kill_group(pgid, proc, term_wait=wait)
         proc.wait()
     killed_background = False
+    if status_fd is not None:
+        try:
+            killed_background = os.read(status_fd, 16) == b"B"
+        except OSError:
+            pass
+        os.close(status_fd)
     if outcome == "exited":
         reader.join(timeout=GRACE_AFTER_EXIT)
         # whatever the command left running in its group (also children that redirected
@@ -184,7 +253,9 @@ def run_shell(root: Path, command: str, timeout: float | None = None,
     elapsed = time.monotonic() - started
     code = proc.returncode
     text = captured.render()
-    notes = []
+    notes = [limit_note] if limit_note else []
+    if not had_git and profile != "off" and st.available:
+        notes.append(_quarantine_new_git(root))
     if cancelled:
         notes.append("[cancelled by the user; the command and its children were killed]")
     elif timed_out:
@@ -193,11 +264,59 @@ def run_shell(root: Path, command: str, timeout: float | None = None,
         notes.append("[background processes left running by the command were stopped]")
     if code is not None and code < 0 and not (timed_out or cancelled):
         notes.append(f"[killed by signal {-code}]")
+    notes = [n for n in notes if n]
     notes.append(f"[exit code {code}]")
-    output = (text.rstrip("\n") + "\n" if text.strip() else "") + "\n".join(notes)
+    output = (notice + "\n" if notice else "") + (text.rstrip("\n") + "\n" if text.strip() else "") + "\n".join(notes)
     details = {"exit_code": code, "timed_out": timed_out, "seconds": round(elapsed, 3),
-               "elided_chars": captured.elided_chars, "elided_lines": captured.elided_lines}
+               "timeout": limit, "elided_bytes": captured.elided_bytes,
+               "elided_lines": captured.elided_lines,
+               "sandbox": f"bwrap:{profile}" if profile != "off" and st.available else "none"}
     if cancelled:
         details["cancelled"] = True
     return ToolResult(code == 0 and not (timed_out or cancelled), output, details)
 
+
+def _quarantine_new_git(root: Path) -> str:
+    """A `.git` that a sandboxed command created at the root is moved aside: Clover's own git,
+    which runs outside the sandbox, would otherwise obey its config (filters, hooks). Returns
+    the note for the result ("" when there was none)."""
+    git = root / ".git"
+    if not os.path.lexists(git):
+        return ""
+    aside = root / f".git.sandbox-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    try:
+        os.rename(git, aside)
+    except OSError as exc:
+        return f"[the command created .git, and it could not be moved aside ({exc}); do not trust it]"
+    return (f"[the command created .git; a repository made inside the sandbox is not used, so it was "
+            f"moved to {aside.name} (run `git init` yourself if you want one)]")
+
+
+class _LiveStream:
+    """Forwards decoded output to `on_output` up to LIVE_BYTES, then one note and nothing more
+    (the consumer keeps what it is given; the result keeps the head and tail)."""
+
+    def __init__(self, on_output: Callable[[str], None] | None) -> None:
+        self.on_output, self.sent = on_output, 0
+        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def _emit(self, text: str) -> None:
+        if text and self.on_output is not None:
+            try:
+                self.on_output(text)
+            except Exception:  # a consumer's bug must not kill the command's reader
+                pass
+
+    def add(self, chunk: bytes) -> None:
+        if self.on_output is None or self.sent >= LIVE_BYTES:
+            return
+        room = LIVE_BYTES - self.sent
+        self.sent += len(chunk)
+        self._emit(self.decoder.decode(chunk[:room]))
+        if self.sent >= LIVE_BYTES:
+            self._emit(f"\n[... live output stopped after {LIVE_BYTES // 1024} KiB; "
+                       f"the result keeps the first and last {HEAD_BYTES // 1024} KiB ...]\n")
+
+    def finish(self) -> None:
+        if self.sent < LIVE_BYTES:
+            self._emit(self.decoder.decode(b"", final=True))

@@ -9,12 +9,20 @@ When a command is not clearly read-only it is refused. Shell operators, redirect
 substitutions and variable expansions are refused before any of this (see `has_shell_operators`),
 and for the programs that have dangerous flags also unquoted globs and brace lists, which bash
 would expand into arguments never checked here (wildcard injection by a file named `-delete`).
+
+Given the repository root, no argument may name a path outside it (`cat /etc/passwd`, `../x`,
+`--file=/x`, `~/.ssh`, a symlink leading out), flags that follow symlinks during a recursive walk
+are refused, and git may not work inside a nested repository (its config could run programs).
+This list is what guards read-only mode where no OS sandbox is available (tools/sandbox.py).
 """
 from __future__ import annotations
 
 import re
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
+
+from clover_cli.agent.shellwords import MAX_COMMAND_CHARS, git_target, outside_word
 
 _SHELL_OPERATORS = (";", "&", "|", ">", "<", "`", "$(", "\n", "\r")
 
@@ -31,10 +39,13 @@ class Rule:
 _ABBREV_OFF = False
 PROGRAMS: dict[str, Rule] = {
     "ls": Rule(), "cat": Rule(), "head": Rule(), "tail": Rule(), "wc": Rule(), "pwd": Rule(),
-    "stat": Rule(), "du": Rule(), "echo": Rule(), "which": Rule(), "diff": Rule(), "grep": Rule(),
-    "rg": Rule(deny_long=("pre", "pre-glob", "hostname-bin"), abbrev=_ABBREV_OFF),
-    "tree": Rule(deny_long=("output",), deny_short="oR"),  # -R writes 00Tree.html files
-    "file": Rule(deny_long=("compile",), deny_short="C"),
+    "stat": Rule(), "du": Rule(), "echo": Rule(), "which": Rule(),
+    # flags that read through symlinks met during a recursive walk (a link may lead outside)
+    "diff": Rule(deny_long=("recursive",), deny_short="r"),
+    "grep": Rule(deny_long=("dereference-recursive",), deny_short="R"),
+    "rg": Rule(deny_long=("pre", "pre-glob", "hostname-bin", "follow"), deny_short="L", abbrev=_ABBREV_OFF),
+    "tree": Rule(deny_long=("output",), deny_short="oRl"),  # -R writes 00Tree.html files
+    "file": Rule(deny_long=("compile", "dereference"), deny_short="CL"),
     "find": Rule(),  # actions are checked by _find_ok
 }
 # git: allowed subcommands. The rule applies to every argument after the subcommand.
@@ -45,7 +56,7 @@ GIT_SUBCOMMANDS: dict[str, Rule] = {
 }
 # git subcommands that also change state: only their listing forms are allowed (_git_listing_ok).
 GIT_LISTING = ("branch", "tag", "remote", "stash", "config")
-_FIND_ACTIONS = ("exec", "execdir", "ok", "okdir", "delete", "fprint", "fprint0", "fprintf", "fls")
+_FIND_ACTIONS = ("exec", "execdir", "ok", "okdir", "delete", "fprint", "fprint0", "fprintf", "fls", "follow")
 _RISKY = ("git", "find", "rg", "tree", "file")  # programs with flags that write or run something
 _FIND_RE = re.compile(r"-(exec|ok|delete|fprint|fls)", re.IGNORECASE)
 
@@ -108,6 +119,8 @@ def _args_ok(args: list[str], rule: Rule) -> bool:
 
 
 def _find_ok(args: list[str]) -> bool:
+    if any(w in ("-L", "-H") for w in args):  # follow symlinks
+        return False
     for word in args:
         name = word.lstrip("-").lower()
         if word.startswith("-") and any(name.startswith(a) for a in _FIND_ACTIONS):
@@ -187,10 +200,34 @@ def _git_ok(args: list[str]) -> bool:
     return False
 
 
-def is_read_only_command(command: str) -> bool:
-    """True only for commands that clearly just read (see the module docstring)."""
-    if has_shell_operators(command) or _has_expansion(command):
+_GLOB_OK = ("ls", "du", "stat", "echo", "which", "pwd")  # they show names and sizes, never content
+_TILDE = re.compile(r"(^|[\s=:])~")
+
+
+def is_read_only_command(command: str, root: Path | str | None = None) -> bool:
+    """True only for commands that clearly just read (see the module docstring); with `root`,
+    also only inside it."""
+    if len(command) > MAX_COMMAND_CHARS or has_shell_operators(command) or _has_expansion(command) \
+            or _TILDE.search(command):
         return False
+    if root is not None and not _inside_root(command, root):
+        return False
+    return _allowed(command)
+
+
+def _inside_root(command: str, root: Path | str) -> bool:
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    if not words or outside_word(root, words[1:]) is not None:
+        return False
+    if words[0] not in _GLOB_OK and _expands(command):  # a glob may match a symlink leading out
+        return False
+    return words[0] != "git" or git_target(root, words[1:]) is not None
+
+
+def _allowed(command: str) -> bool:
     try:
         words = shlex.split(command)
     except ValueError:

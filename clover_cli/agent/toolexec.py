@@ -103,7 +103,7 @@ def execute_call(call_id: str, name: str, args: dict, ctx: CallContext) -> Itera
             return ToolResult(False, text, {"error": "denied"})
         if answer.decision == "always" and decision.always_key:
             ctx.policy.remember(name, args, decision.always_key)
-            yield Notice(f"Approved {decision.always_key!r} for this project (.clover/approvals.json).")
+            yield Notice(f"Approved {decision.always_key!r} for this project (saved in your Clover state folder).")
         elif answer.decision == "always":
             yield Notice("Approved this call only: a command like this is never remembered (it could run anything).")
     if writing and planned:

@@ -101,7 +101,8 @@ def test_approvals_yes_no_always(tmp_path):
     assert not (repo / "should_not_exist").exists()
     assert (repo / "calc.py").read_text() == CALC.replace("a - b", "a + b").replace("a * b", "b * a")
     assert "print('OK')" in (repo / "check_calc.py").read_text()
-    memory = json.loads((repo / ".clover" / "approvals.json").read_text())
+    from clover_cli.tools.statedir import repo_state_dir
+    memory = json.loads((repo_state_dir(repo) / "approvals.json").read_text())
     assert memory["tools"] == ["edit_file"]
     assert events[-1].reason == "done"
     assert any("edit_file" in n.message for n in of(events, Notice))

@@ -84,3 +84,59 @@ def test_reviewer_commands_do_nothing_in_a_real_repo(tmp_path):
     assert "keepme" in results[-1].output
     assert "keepme" in _git(repo, "branch", "--list")
     assert sorted(p.name for p in repo.iterdir() if p.name.startswith("pwned")) == []
+
+
+OUTSIDE = ["cat /etc/passwd", "cat /proc/self/environ", "head ../outside.txt", "cat ~/.ssh/id_rsa",
+           "grep -f /etc/passwd x", "grep --file=/etc/passwd x", "cat link", "grep -R root .", "cat *",
+           "rg -L root", "find -L . -name x", "tree -l", "diff -r . /etc", "git -C / status",
+           "git -C nested status", "git -C nested/deeper log", "git diff --no-index /etc/passwd calc.py"]
+
+
+@pytest.fixture
+def no_sandbox(monkeypatch):
+    from clover_cli.tools import sandbox
+    monkeypatch.setenv("CLOVER_SANDBOX", "off")
+    sandbox.reset_probe()
+    yield
+    sandbox.reset_probe()
+
+
+def _nested(repo, marker):
+    nested = repo / "nested"
+    (nested / "deeper").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(nested)], check=True)
+    with open(nested / ".git" / "config", "a") as fh:
+        fh.write(f"[core]\n\tfsmonitor = touch {marker}\n")
+
+
+def test_without_a_sandbox_read_only_commands_stay_inside_the_repository(tmp_path, no_sandbox):
+    repo = make_repo(tmp_path / "repo")
+    (tmp_path / "outside.txt").write_text("secret\n")
+    (repo / "link").symlink_to(tmp_path / "outside.txt")
+    _nested(repo, tmp_path / "PWNED")
+    p = ApprovalPolicy(repo, "read-only")
+    assert not p.sandboxed()
+    for command in OUTSIDE:
+        assert p.decide("run_shell", {"command": command}).verdict == "refuse", command
+    for command in ("cat calc.py", "grep -rn add .", "git status", "git log --oneline", "ls -la", "ls *.py"):
+        assert p.decide("run_shell", {"command": command}).verdict == "run", command
+
+
+@pytest.mark.parametrize("sandboxed", [False, True])
+def test_a_nested_repositorys_fsmonitor_never_runs_in_read_only_mode(tmp_path, monkeypatch, sandboxed):
+    from clover_cli.tools import sandbox
+    monkeypatch.setenv("CLOVER_SANDBOX", "auto" if sandboxed else "off")
+    sandbox.reset_probe()
+    if sandboxed and not sandbox.status().available:
+        pytest.skip(f"no sandbox here: {sandbox.status().reason}")
+    repo = make_repo(tmp_path / "repo")
+    marker = repo / "PWNED"  # inside the repository: visible whether or not /tmp is private
+    _nested(repo, marker)
+    script = [call("run_shell", command=c) for c in ("git -C nested status", "git status", "git -C nested/deeper status")]
+    agent = new_agent(repo, script + ["done"], approval="read-only", max_consecutive_errors=50)
+    results = of(drive(agent, "look"), ToolFinished)
+    assert len(results) == 3 and results[1].ok
+    assert not marker.exists()
+    if not sandboxed:
+        assert not results[0].ok and "read-only" in results[0].output
+    sandbox.reset_probe()

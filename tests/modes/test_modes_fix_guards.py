@@ -105,7 +105,8 @@ def test_ctrl_c_stops_the_agents_running_command(calc_repo, tmp_path):
     replay = write_replay(tmp_path / "r.json", [
         tool_call("run_shell", command=f"echo $$ > {pid_file}; exec sleep 301"), "Done."])
     proc = subprocess.Popen([sys.executable, "-m", "clover_cli.cli", "fix", TEST, "--model", f"replay:{replay}",
-                             "--root", str(repo)], cwd=tmp_path, env=clover_env(), text=True,
+                             "--root", str(repo)], cwd=tmp_path, text=True,
+                            env={**clover_env(), "CLOVER_SANDBOX": "off"},  # host pids and /tmp (no sandbox)
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=sigint_default)
     sleep_pid = None
     try:
