@@ -17,7 +17,8 @@ def resolve_in_root(root: Path, path: str | None, *, for_write: bool = False) ->
     """Resolve `path` (relative to `root`, or absolute) and refuse anything outside the root.
 
     Symlinks are followed before the check, so a link that points outside is refused too.
-    Writes into `.git/` and every access to `.clover/` are refused.
+    Writes into any `.git/` (nested repositories' too) or to a `.git` file (`gitdir:`), and every
+    access to `.clover/`, are refused.
     """
     root_r = Path(root).resolve()
     if path is None or str(path).strip() == "":
@@ -39,8 +40,9 @@ def resolve_in_root(root: Path, path: str | None, *, for_write: bool = False) ->
                         f"({root_r}); use a path inside the repository") from None
     if rel.parts and rel.parts[0] == PRIVATE_DIR:
         raise PathError(f"refused: {text!r} is inside {PRIVATE_DIR}/, Clover's private state")
-    if for_write and rel.parts and rel.parts[0] == ".git":
-        raise PathError(f"refused: {text!r} is inside .git/; tools never write git internals")
+    if for_write and ".git" in rel.parts:
+        raise PathError(f"refused: {text!r} is a .git file or inside a .git/ folder (nested ones "
+                        "too); tools never write git internals")
     return resolved
 
 
@@ -66,8 +68,9 @@ def resolve_link_in_root(root: Path, path: str, *, for_write: bool = False) -> P
     rel = link.relative_to(root_r)
     if rel.parts and rel.parts[0] == PRIVATE_DIR:
         raise PathError(f"refused: {text!r} is inside {PRIVATE_DIR}/, Clover's private state")
-    if for_write and rel.parts and rel.parts[0] == ".git":
-        raise PathError(f"refused: {text!r} is inside .git/; tools never write git internals")
+    if for_write and ".git" in rel.parts:
+        raise PathError(f"refused: {text!r} is a .git file or inside a .git/ folder (nested ones "
+                        "too); tools never write git internals")
     return link
 
 

@@ -106,3 +106,17 @@ def test_fsat_never_walks_through_a_symlinked_directory(tmp_path):
     assert fsat.probe(root, "file/below").kind == "absent"  # a file on the way: cannot exist
     fsat.write_atomic(root, "a/b/c.txt", b"deep")
     assert (root / "a/b/c.txt").read_bytes() == b"deep"
+
+
+@pytest.mark.parametrize("path", ["nested/.git/config", "nested/.git/hooks/pre-commit",
+                                  "nested/.git", "deep/er/.git/config"])
+def test_writes_into_any_git_internals_are_refused(tmp_path, path):
+    """A nested repository's .git/config (core.fsmonitor) or a `gitdir:` file would make a later
+    git command run code: the file tools refuse every .git, not only the root's."""
+    root = tmp_path / "root"
+    (root / "nested" / ".git").mkdir(parents=True)
+    (root / "deep" / "er").mkdir(parents=True)
+    res = run_tool("write_file", {"path": path, "content": "[core]\n\tfsmonitor = touch pwned\n"}, root)
+    assert not res.ok and ".git" in res.output
+    assert not (root / "nested" / ".git" / "config").exists()
+    assert not (root / "deep" / "er" / ".git").exists()
