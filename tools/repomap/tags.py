@@ -7,6 +7,7 @@ fallback Aider uses for languages without reference queries; cheap and language-
 """
 from __future__ import annotations
 
+import json
 import re
 from array import array
 from collections import Counter
@@ -40,21 +41,39 @@ class FileTags:
     """What the repository map needs to know about one file.
 
     References are packed (names joined by newlines, counts as an int32 array) because a big
-    repository has about a million (file, name) pairs and this form pickles in milliseconds.
+    repository has about a million (file, name) pairs and this form stores in milliseconds.
     """
     defs: list[Definition] = field(default_factory=list)
     ref_names: str = ""
     ref_counts: array = field(default_factory=lambda: array("i"))
 
-    def __getstate__(self):  # plain tuples and bytes pickle several times faster
-        return ([tuple(d.__dict__.values()) for d in self.defs], self.ref_names,
-                self.ref_counts.tobytes())
+    def to_row(self) -> tuple[str, str, bytes]:
+        """(definitions as JSON, reference names, counts as int32 bytes): what the cache stores
+        and the worker processes send (no pickle: docs/security.md)."""
+        return (json.dumps([[d.name, d.line, d.kind, d.text, d.parent_line] for d in self.defs],
+                           ensure_ascii=False), self.ref_names, self.ref_counts.tobytes())
 
-    def __setstate__(self, state) -> None:
-        defs, self.ref_names, counts = state
-        self.defs = [Definition(*d) for d in defs]
-        self.ref_counts = array("i")
-        self.ref_counts.frombytes(counts)
+    @classmethod
+    def from_row(cls, row) -> "FileTags | None":
+        """The inverse of to_row, or None when anything is not the expected shape."""
+        try:
+            defs_json, names, counts = row
+            raw = json.loads(defs_json)
+            defs = []
+            for name, line, kind, text, parent in raw:
+                if not (isinstance(name, str) and isinstance(kind, str) and isinstance(text, str)
+                        and type(line) is int and type(parent) is int):
+                    return None
+                defs.append(Definition(name, line, kind, text, parent))
+            if not isinstance(names, str) or not isinstance(counts, bytes) or len(counts) % 4:
+                return None
+            ref_counts = array("i")
+            ref_counts.frombytes(counts)
+            if len(ref_counts) != (names.count("\n") + 1 if names else 0):
+                return None
+            return cls(defs, names, ref_counts)
+        except (ValueError, TypeError):
+            return None
 
     @property
     def ref_list(self) -> tuple[list[str], array]:
