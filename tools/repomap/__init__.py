@@ -11,7 +11,7 @@ from ..base import ToolResult
 from ..files import repo_files
 from ..paths import PathError, relpath, resolve_in_root
 from .cache import CACHE_VERSION, TagCache
-from .languages import grammar_for
+from .languages import grammar_for, unparsed_source
 from .render import estimate_tokens, fit
 from .store import Store
 
@@ -125,8 +125,12 @@ def repo_map(root: Path, paths: list[str] | None = None, budget_tokens: int | No
         focus = _focus(root, paths)
     except PathError as exc:
         return ToolResult(False, str(exc), {"error": "path"})
-    rels = [r for r in repo_files(root) if grammar_for(r)]
+    listed = repo_files(root)
+    rels = [r for r in listed if grammar_for(r)]
+    others = _others_line([r for r in listed if unparsed_source(r)], budget)
     if not rels:
+        if others:
+            return ToolResult(True, others, {"files": 0})
         return ToolResult(True, "No source files in a language with an installed grammar.",
                           {"files": 0})
     skipped = max(0, len(rels) - MAX_FILES)
@@ -136,17 +140,33 @@ def repo_map(root: Path, paths: list[str] | None = None, budget_tokens: int | No
         rels = sorted(rels, key=lambda r: not in_focus(r))[:MAX_FILES]
     store = Store(root)
     try:
-        return _map(root, rels, focus, budget, skipped, store, started)
+        return _map(root, rels, focus, budget, skipped, store, started, others)
     finally:
         store.close()
 
 
+def _others_line(names: list[str], budget: int) -> str:
+    """Source files in languages without a grammar, named (never an error), in at most about
+    an eighth of the budget."""
+    if not names:
+        return ""
+    head = "Not parsed (no grammar installed for their language): "
+    room = max(16, budget // 8) * 4 - len(head)
+    shown: list[str] = []
+    for name in names:
+        if sum(len(n) + 2 for n in shown) + len(name) > room:
+            break
+        shown.append(name)
+    more = f" and {len(names) - len(shown)} more" if len(shown) < len(names) else ""
+    return head + (", ".join(shown) or "") + more + "\n"
+
+
 def _map(root: Path, rels: list[str], focus: list[str], budget: int, skipped: int, store: Store,
-         started: float) -> ToolResult:
+         started: float, others: str = "") -> ToolResult:
     tag_cache = TagCache(root, store)
     stats = tag_cache.stats(rels)
     sig = _signature(stats)
-    key = f"{sig}|{sorted(focus)}|{budget}"
+    key = f"{sig}|{sorted(focus)}|{budget}|{hashlib.sha1(others.encode()).hexdigest()[:12]}"
     hit = store.get_result(key)
     if hit is not None:
         text, details = hit
@@ -166,7 +186,8 @@ def _map(root: Path, rels: list[str], focus: list[str], budget: int, skipped: in
     g = index["graph"]
     texts: list[str] = index["texts"]
     if not texts:
-        return ToolResult(True, "No definitions found.", {"files": len(files), "parsed": parsed})
+        return ToolResult(True, ("No definitions found.\n" + others).strip(),
+                          {"files": len(files), "parsed": parsed})
     focus_files = [f for f in files if any(f == p or p == "" or f.startswith(p.rstrip("/") + "/")
                                            for p in focus)]
     person = np.ones(len(files))
@@ -194,7 +215,10 @@ def _map(root: Path, rels: list[str], focus: list[str], budget: int, skipped: in
     more = f" (the repository has {skipped} more source files; not mapped)" if skipped else ""
     header = (f"Repository map: {{shown}} definitions from {{nfiles}} of {len(files)} files"
               f"{more}{where}. Line numbers are for read_file.\n")
-    text, shown = fit(items, file_order, budget - estimate_tokens(header) - 2)
+    text, shown = fit(items, file_order,
+                      budget - estimate_tokens(header) - estimate_tokens(others) - 2)
+    if others:
+        text = text.rstrip("\n") + "\n\n" + others
     header = header.format(shown=shown, nfiles=len({it[0] for it in items[:shown]}))
     details = {"files": len(files), "definitions": shown, "tokens": estimate_tokens(header + text),
                "top_files": sorted(file_order, key=lambda f: -file_order[f])[:10]}
