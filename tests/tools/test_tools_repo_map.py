@@ -59,7 +59,7 @@ def test_python_definitions_from_the_tree():
 
 
 def test_generic_tags_query_agrees_with_the_python_walker():
-    """The path used for other languages (the grammar's own tags.scm) on Python itself."""
+    """The path used for other languages (our tag queries, queries.py) on Python itself."""
     fast = python_tags(SOURCE, Parser(load_language("tree_sitter_python", "language")))
     generic = query_tags(SOURCE, "tree_sitter_python", "language")
     names = {d.name for d in generic.defs}

@@ -124,8 +124,16 @@ RUBY = """
 (program (assignment left: (constant) @name) @definition.constant)
 """
 
+# Python is mapped by the tree walk in tags.py (faster); this query is its cross-check in tests
+PYTHON = """
+(class_definition name: (identifier) @name) @definition.class
+(function_definition name: (identifier) @name) @definition.function
+(module (expression_statement (assignment left: (identifier) @name)) @definition.constant)
+"""
+
 # (grammar module, language function) -> (definition query, reference node types)
 QUERIES: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
+    ("tree_sitter_python", "language"): (PYTHON, ("identifier",)),
     ("tree_sitter_javascript", "language"): (JAVASCRIPT, ("identifier", "property_identifier")),
     ("tree_sitter_typescript", "language_typescript"):
         (TYPESCRIPT, ("identifier", "property_identifier", "type_identifier")),
