@@ -43,7 +43,7 @@ class ScriptedServer:
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
-                outer.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                outer.requests.append({"path": self.path, "headers": self.headers, "body": body})
                 resp = outer.responses.pop(0) if outer.responses else sse_text("")
                 if isinstance(resp, dict) and "raw" in resp:  # any 200 answer: {"raw": bytes, "type": ...}
                     self.send_response(resp.get("status", 200))
