@@ -29,16 +29,30 @@ def sse_tool_call(call_id: str, name: str, arg_pieces: list[str], text: str = ""
 class ScriptedServer:
     """Answers each POST with the next scripted response: a list of SSE chunks, or
     {"status": N, "body": {...}} for an error, or {"sleep": seconds} to stall, or
-    {"raw": bytes, "type": content type} for any body, or {"sse": [chunks], "done": bool}."""
+    {"raw": bytes, "type": content type} for any body, or {"sse": [chunks], "done": bool,
+    "delay": seconds between chunks}. GET answers come from `gets` ({path: JSON}; else 404), as a
+    vLLM (`/v1/models`) or llama.cpp (`/props`) server describes itself."""
 
-    def __init__(self, responses: list) -> None:
+    def __init__(self, responses: list, gets: dict | None = None) -> None:
         self.responses = list(responses)
+        self.gets = dict(gets or {})
         self.requests: list[dict] = []  # {"path", "headers", "body"}
+        self.get_paths: list[str] = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):  # keep test output clean
                 pass
+
+            def do_GET(self):
+                outer.get_paths.append(self.path)
+                found = self.path in outer.gets
+                data = json.dumps(outer.gets.get(self.path, {"error": "not found"})).encode()
+                self.send_response(200 if found else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", 0))
@@ -59,7 +73,12 @@ class ScriptedServer:
                     self.end_headers()
                     for chunk in resp["sse"]:
                         data = chunk if isinstance(chunk, str) else json.dumps(chunk)
-                        self.wfile.write(f"data: {data}\n\n".encode())
+                        try:
+                            self.wfile.write(f"data: {data}\n\n".encode())
+                            self.wfile.flush()
+                        except OSError:  # the client went away (a cancel)
+                            return
+                        time.sleep(resp.get("delay", 0))
                     if resp.get("done", True):
                         self.wfile.write(b"data: [DONE]\n\n")
                     self.wfile.flush()

@@ -108,10 +108,8 @@ class OpenAIBackend(ModelBackend):
     def _get_json(self, url: str) -> Any:
         """GET a JSON document from the server, or None (a probe never fails a session)."""
         try:
-            import openai
             client = self._client().with_options(timeout=PROBE_TIMEOUT)
-            resp = client.get(url, cast_to=openai.Response, options={"headers": self._headers})
-            return json.loads(resp.text)
+            return client.get(url, cast_to=object, options={"headers": self._headers})
         except Exception:  # noqa: BLE001 - any failure means "the server does not say"
             return None
 
