@@ -59,7 +59,7 @@ def _build_index(tags: dict) -> tuple[dict, dict]:
               "def_file": graph.def_file, "ndefs": graph.ndefs}
     for name, values in (("d_file", d_file), ("d_ident", d_ident), ("d_line", d_line),
                          ("d_parent", d_parent)):
-        arrays[name] = np.asarray(values, dtype=np.int64)
+        arrays[name] = np.asarray(values, dtype=np.int32)
     meta = {"files": files, "texts": texts, "n_files": graph.n_files, "n_idents": graph.n_idents}
     return meta, arrays
 

@@ -5,14 +5,13 @@ back as its own state may live inside it), and no pickle.
     $XDG_CACHE_HOME/clover/repos/<name>-<hash>/repomap/cache.sqlite
 
 Three tables: each file's tags keyed by (path, mtime, size); the ranking graph built for one
-exact set of files (numpy arrays as an `.npz` blob, loaded with `allow_pickle=False`); the last
+exact set of files (raw numeric arrays back to back, laid out by a JSON header); the last
 few rendered maps. Every value carries a CRC-32 and is checked for shape and range on load. A
 value that fails is a miss (that file is parsed again, the graph rebuilt); a database SQLite
 cannot read is deleted and recreated. A cache can make a map slower, never wrong or fatal.
 """
 from __future__ import annotations
 
-import io
 import json
 import os
 import sqlite3
@@ -42,6 +41,23 @@ def crc(*parts: bytes | str | None) -> int:
         value = zlib.crc32(part or b"", value)
         value = zlib.crc32(b"\x1f", value)
     return value
+
+
+_DTYPES = {"<i4", "<i8", "<f8"}
+
+
+def _arrays_from(blob: bytes, layout: dict) -> dict:
+    """Arrays laid out by save_graph; ValueError when the layout does not fit the blob."""
+    import numpy as np
+    out = {}
+    for name, (dtype, count, offset) in layout.items():
+        if dtype not in _DTYPES or type(count) is not int or type(offset) is not int:
+            raise ValueError(name)
+        size = np.dtype(dtype).itemsize * count
+        if count < 0 or offset < 0 or offset + size > len(blob):
+            raise ValueError(name)
+        out[name] = np.frombuffer(blob, dtype=dtype, count=count, offset=offset)
+    return out
 
 
 def _storable(text: str) -> bool:
@@ -172,21 +188,22 @@ class Store:
             row = conn.execute("SELECT sig, meta, arrays, crc FROM graph WHERE id=1").fetchone()
             if row is None or row[0] != sig or row[3] != crc(row[0], row[1], row[2]):
                 return None
-            import numpy as np
             try:
                 meta = json.loads(row[1])
-                with np.load(io.BytesIO(row[2]), allow_pickle=False) as npz:
-                    arrays = {k: npz[k] for k in npz.files}
-            except Exception:  # noqa: BLE001 - any damage is a miss; the graph is rebuilt
-                return None
-            return meta, arrays
+                return meta, _arrays_from(row[2], meta.pop("arrays"))
+            except (ValueError, TypeError, KeyError, AttributeError):
+                return None  # any damage is a miss; the graph is rebuilt
         return self._run(fn, None)
 
     def save_graph(self, sig: str, meta: dict, arrays: dict) -> None:
-        import numpy as np
-        buf = io.BytesIO()
-        np.savez(buf, **arrays)
-        blob, text = buf.getvalue(), json.dumps(meta, ensure_ascii=False)
+        layout, parts, offset = {}, [], 0
+        for name, arr in arrays.items():  # raw little-endian arrays back to back, no pickle
+            data = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
+            layout[name] = [arr.dtype.newbyteorder("<").str, int(arr.size), offset]
+            parts.append(data)
+            offset += len(data)
+        blob = b"".join(parts)
+        text = json.dumps({**meta, "arrays": layout}, ensure_ascii=False)
         self._run(lambda conn: conn.execute(
             "INSERT OR REPLACE INTO graph VALUES (1,?,?,?,?)",
             (sig, text, blob, crc(sig, text, blob))), None)

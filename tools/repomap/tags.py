@@ -61,12 +61,10 @@ class FileTags:
         try:
             defs_json, names, counts = row
             raw = json.loads(defs_json)
-            defs = []
-            for name, line, kind, text, parent in raw:
-                if not (isinstance(name, str) and isinstance(kind, str) and isinstance(text, str)
-                        and type(line) is int and type(parent) is int):
-                    return None
-                defs.append(Definition(name, line, kind, text, parent))
+            if not all(type(d) is list and len(d) == 5 and type(d[0]) is str and type(d[1]) is int
+                       and type(d[2]) is str and type(d[3]) is str and type(d[4]) is int for d in raw):
+                return None
+            defs = [Definition(*d) for d in raw]
             if not isinstance(names, str) or not isinstance(counts, bytes) or len(counts) % 4:
                 return None
             ref_counts = array("i")
