@@ -77,6 +77,7 @@ def _read(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    data.pop("mcp", None)  # [mcp.servers.*]: read by clover_cli/agent/mcp/config.py, user file only
     known = {f.name for f in fields(CloverConfig)}
     unknown = sorted(set(data) - known)
     if unknown:

@@ -44,6 +44,8 @@ class Agent:
         self.session_id = config.session_id or new_session_id()
         self._log = SessionLog(self.root, self.session_id, enabled=config.save_session)
         self.policy = ApprovalPolicy(self.root, config.approval, config.shell_allow, registry.is_writing_tool)
+        from clover_cli.agent.mcp import attach  # the user's MCP servers' tools (docs/mcp.md)
+        self._mcp_notices = attach()
         self.tools: list[dict] = [t for t in registry.tool_schemas()
                                   if config.tool_names is None or t["function"]["name"] in config.tool_names]
         self._schemas = {t["function"]["name"]: t["function"].get("parameters", {}) for t in self.tools}
@@ -154,6 +156,8 @@ class Agent:
         stats = TurnStats()
         self._log.append({"type": "turn_start", "turn": self.turns, "user_text": user_text})
         yield TurnStarted(self.turns, user_text)
+        while self._mcp_notices:  # an MCP server that did not start, once
+            yield Notice(self._mcp_notices.pop(0))
         self._task = user_text
         self._add({"role": "user", "content": user_text})
         format_errors = tool_errors = recoveries = 0
