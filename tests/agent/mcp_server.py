@@ -1,5 +1,6 @@
 """A real MCP server (stdio) written with the `mcp` SDK, for the tests: one read-only tool, one
-that writes, one that fails. Run as `python mcp_server.py NOTES_DIR`."""
+that writes, one that fails. Run as `python mcp_server.py NOTES_DIR` (stdio) or
+`python mcp_server.py NOTES_DIR PORT` (streamable HTTP on 127.0.0.1:PORT/mcp)."""
 import sys
 from pathlib import Path
 
@@ -29,4 +30,7 @@ def broken_tool() -> str:
 
 
 if __name__ == "__main__":
-    server.run()
+    if len(sys.argv) > 2:
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run()

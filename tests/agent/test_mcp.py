@@ -93,3 +93,33 @@ def test_a_scripted_model_calls_mcp_tools_through_clover_run(tmp_path):
     p = clover("run", "save it", "--model", spec, "--root", str(repo), "--json")
     assert p.returncode == 0, p.stderr
     assert (notes / "x.txt").read_text() == "hello"
+
+
+@pytest.mark.slow
+def test_a_streamable_http_server(tmp_path):
+    import socket
+    import time
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, str(SERVER), str(tmp_path), str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        path = Path(os.environ["XDG_CONFIG_HOME"]) / "clover" / "config.toml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f'[mcp.servers.web]\nurl = "http://127.0.0.1:{port}/mcp"\n')
+        p = clover("mcp", "list", "--json")
+        assert p.returncode == 0, p.stdout + p.stderr
+        info = json.loads(p.stdout)
+        assert info["transport"] == "http" and info["error"] is None
+        assert {t["name"]: t["read_only"] for t in info["tools"]}["web.lookup_word"] is True
+    finally:
+        proc.terminate()
+        proc.wait(10)
