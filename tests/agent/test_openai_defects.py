@@ -194,3 +194,12 @@ def test_help_imports_neither_the_sdk_nor_torch():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout) == []
+
+
+def test_what_props_says_about_tools():
+    from clover_cli.agent.backends.openai_wire import template_drops_tools
+    assert template_drops_tools({"chat_template": "{{ messages }}"})
+    assert not template_drops_tools({"chat_template": "{% if tools %}{{ tools }}{% endif %}"})
+    assert not template_drops_tools({"chat_template": "{{ messages }}", "chat_template_tool_use": "{{ tools }}"})
+    assert template_drops_tools({"chat_template": "{{ tools }}", "chat_template_caps": {"supports_tools": False}})
+    assert not template_drops_tools({}) and not template_drops_tools({"chat_template": ""})

@@ -121,11 +121,17 @@ def window_from_props(body: Any) -> int | None:
 
 
 def template_drops_tools(body: Any) -> bool:
-    """llama.cpp's `/props` shows the chat template: one that never mentions tools drops them."""
-    if not isinstance(body, dict) or not isinstance(body.get("chat_template"), str):
+    """llama.cpp's `/props` shows the chat template (and, in newer versions, its capabilities):
+    a template that cannot take tools drops them without a word."""
+    if not isinstance(body, dict):
         return False
-    template = body["chat_template"]
-    return bool(template.strip()) and "tool" not in template
+    caps = body.get("chat_template_caps")
+    if isinstance(caps, dict) and isinstance(caps.get("supports_tools"), bool):
+        return not caps["supports_tools"]
+    if isinstance(body.get("chat_template_tool_use"), str) and body["chat_template_tool_use"].strip():
+        return False
+    template = body.get("chat_template")
+    return isinstance(template, str) and bool(template.strip()) and "tool" not in template
 
 
 def cut_off_as_text(text: str, calls: list[dict[str, str]]) -> str:
