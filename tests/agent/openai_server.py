@@ -30,7 +30,7 @@ class ScriptedServer:
     """Answers each POST with the next scripted response: a list of SSE chunks, or
     {"status": N, "body": {...}} for an error, or {"sleep": seconds} to stall, or
     {"raw": bytes, "type": content type} for any body, or {"sse": [chunks], "done": bool,
-    "delay": seconds between chunks}. GET answers come from `gets` ({path: JSON}; else 404), as a
+    "delay": seconds between chunks, "chunked": True for HTTP/1.1 chunked framing}. GET answers come from `gets` ({path: JSON}; else 404), as a
     vLLM (`/v1/models`) or llama.cpp (`/props`) server describes itself."""
 
     def __init__(self, responses: list, gets: dict | None = None) -> None:
@@ -68,20 +68,30 @@ class ScriptedServer:
                     self.wfile.write(resp["raw"])
                     return
                 if isinstance(resp, dict) and "sse" in resp:  # {"sse": [chunks], "done": False}: cut off
+                    chunked = resp.get("chunked", False)  # HTTP/1.1 chunked, as llama.cpp streams
+
+                    def send(raw: bytes) -> None:
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(raw), raw) if chunked else raw)
+                        self.wfile.flush()
+                    if chunked:
+                        self.protocol_version = "HTTP/1.1"
                     self.send_response(200)
                     self.send_header("Content-Type", "text/event-stream")
+                    if chunked:
+                        self.send_header("Transfer-Encoding", "chunked")
                     self.end_headers()
-                    for chunk in resp["sse"]:
-                        data = chunk if isinstance(chunk, str) else json.dumps(chunk)
-                        try:
-                            self.wfile.write(f"data: {data}\n\n".encode())
+                    try:
+                        for chunk in resp["sse"]:
+                            data = chunk if isinstance(chunk, str) else json.dumps(chunk)
+                            send(f"data: {data}\n\n".encode())
+                            time.sleep(resp.get("delay", 0))
+                        if resp.get("done", True):
+                            send(b"data: [DONE]\n\n")
+                        if chunked:
+                            self.wfile.write(b"0\r\n\r\n")
                             self.wfile.flush()
-                        except OSError:  # the client went away (a cancel)
-                            return
-                        time.sleep(resp.get("delay", 0))
-                    if resp.get("done", True):
-                        self.wfile.write(b"data: [DONE]\n\n")
-                    self.wfile.flush()
+                    except OSError:  # the client went away (a cancel)
+                        pass
                     self.close_connection = True
                     return
                 if isinstance(resp, dict) and "sleep" in resp:

@@ -144,7 +144,7 @@ def test_usage_is_requested_and_used():
 def test_cancel_mid_stream_leaves_no_thread_traceback(monkeypatch):
     seen = []
     monkeypatch.setattr(threading, "excepthook", lambda args: seen.append(args))
-    slow = {"sse": sse_text(*["word "] * 40), "delay": 0.05}
+    slow = {"sse": sse_text(*["word "] * 40), "delay": 0.05, "chunked": True}
     for _ in range(3):
         with ScriptedServer([slow]) as srv:
             cancel = threading.Event()
@@ -203,3 +203,20 @@ def test_what_props_says_about_tools():
     assert not template_drops_tools({"chat_template": "{{ messages }}", "chat_template_tool_use": "{{ tools }}"})
     assert template_drops_tools({"chat_template": "{{ tools }}", "chat_template_caps": {"supports_tools": False}})
     assert not template_drops_tools({}) and not template_drops_tools({"chat_template": ""})
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_clover_run_leaves_no_thread_traceback(tmp_path):
+    import signal
+    repo = make_repo(tmp_path / "repo", git=False)
+    slow = {"sse": sse_text(*[f"word{i} " for i in range(200)]), "delay": 0.05, "chunked": True}
+    with ScriptedServer([slow]) as srv:
+        proc = subprocess.Popen([sys.executable, "-m", "clover_cli.cli", "run", "hi", "--root", str(repo),
+                                 "--model", f"openai:{srv.base_url}#m"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        first = proc.stdout.read(20)  # the answer is streaming
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert first.startswith("word0") and proc.returncode == 1, err
+    assert "stopped: cancelled" in err
+    assert "Exception in thread" not in err and "Traceback" not in err, err
