@@ -67,6 +67,7 @@ class McpHub:
         self._servers: dict[str, _Server] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
+        self._devnull: Any = None
 
     # -- the loop thread --------------------------------------------------------------------------
     def _run(self, coro, timeout: float) -> Any:
@@ -93,7 +94,9 @@ class McpHub:
                 from mcp import StdioServerParameters, stdio_client
                 params = StdioServerParameters(command=spec.command, args=list(spec.args),
                                                env=dict(spec.env) or None)
-                transport = stdio_client(params, errlog=_devnull())
+                if self._devnull is None:
+                    self._devnull = open(os.devnull, "w")  # servers' stderr stays off the terminal
+                transport = stdio_client(params, errlog=self._devnull)
             async with transport as streams:
                 read, write = streams[0], streams[1]
                 async with ClientSession(read, write) as session:
@@ -180,6 +183,9 @@ class McpHub:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._loop = None
         self._servers.clear()
+        if self._devnull is not None:
+            self._devnull.close()
+            self._devnull = None
 
 
 def _remote(server: str, tool: Any) -> RemoteTool:
@@ -210,6 +216,3 @@ def _result_text(result: Any) -> str:
         parts.append(json.dumps(structured, ensure_ascii=False, default=str))
     return "\n".join(parts) if parts else "(no output)"
 
-
-def _devnull():
-    return open(os.devnull, "w")  # a server's stderr chatter stays off the terminal
