@@ -220,3 +220,18 @@ def test_ctrl_c_in_clover_run_leaves_no_thread_traceback(tmp_path):
     assert first.startswith("word0") and proc.returncode == 1, err
     assert "stopped: cancelled" in err
     assert "Exception in thread" not in err and "Traceback" not in err, err
+
+
+def test_length_errors_of_each_server_are_recognised():
+    from clover_cli.agent.backends.openai_wire import is_context_overflow, refuses_tools, window_in_message
+    vllm = ("This model's maximum context length is 8192 tokens. However, you requested 9000 tokens "
+            "(7000 in the messages, 2000 in the completion). Please reduce the length of the messages.")
+    llama = "the request exceeds the available context size (4096 tokens), try increasing it"
+    openai_style = "This model's maximum context length is 128000 tokens (context_length_exceeded)"
+    assert is_context_overflow(400, vllm) and window_in_message(vllm) == 8192
+    assert is_context_overflow(400, llama) and window_in_message(llama) == 4096
+    assert is_context_overflow(400, openai_style) and window_in_message(openai_style) == 128000
+    assert not is_context_overflow(400, "model not found") and not is_context_overflow(500, llama)
+    assert refuses_tools(400, "tools param requires --jinja flag")
+    assert refuses_tools(400, '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set')
+    assert not refuses_tools(400, "model not found")
