@@ -22,6 +22,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "undo": ("undo_cmd", "undo", "Restore the files changed by the agent's last edit."),
     "bench": ("bench_cmd", "bench", "Measure TPF, speed and quality: AR mode vs block diffusion."),
     "train": ("train_cmd", "train", "Train or adapt a block-diffusion model."),
+    "mcp": ("mcp_cmd", "mcp", "List the MCP servers in your config and their tools."),
+    "acp": ("acp_cmd", "acp", "Serve the agent over the Agent Client Protocol on stdio (for editors)."),
 }
 
 

@@ -31,6 +31,10 @@ MAX_NUMBER_CHARS = 40
 WRITING_TOOLS = frozenset({"apply_patch", "edit_file", "write_file"})
 
 
+# Tools from outside (the user's MCP servers, clover_cli/agent/mcp): name -> (schema, run, writing)
+EXTERNAL: dict[str, tuple[dict, Callable[[dict, Any], ToolResult], bool]] = {}
+
+
 class ToolArgumentError(ValueError):
     """Unknown tool name or arguments that do not fit the tool's schema."""
 
@@ -70,7 +74,7 @@ def tool_schemas() -> list[dict]:
             "name": name, "description": desc,
             "parameters": {"type": "object", "properties": props,
                            "required": [a for a, (_, req) in params.items() if req]}}})
-    return out
+    return out + [schema for schema, _, _ in EXTERNAL.values()]
 
 
 def _coerce(name: str, args: Any) -> dict:
@@ -159,7 +163,7 @@ def validate_args(name: str, args: Any) -> None:
 
 def is_writing_tool(name: str) -> bool:
     """Whether the tool changes files (and therefore checkpoints and needs edit approval)."""
-    return name in WRITING_TOOLS
+    return name in WRITING_TOOLS or (name in EXTERNAL and EXTERNAL[name][2])
 
 
 def _dispatch(name: str) -> Callable[..., ToolResult]:
@@ -192,6 +196,8 @@ def run_tool(name: str, args: dict, root: Path, *, on_output: Callable[[str], No
     `cancel`: when set, run_shell kills its process group within ~0.3 s and returns ok=False
     with details["cancelled"] = True; the other tools are short and ignore it.
     """
+    if name in EXTERNAL and name not in PARAMETERS:
+        return EXTERNAL[name][1](args if isinstance(args, dict) else {}, cancel)
     try:
         kwargs = _coerce(name, args)
     except (ToolArgumentError, ValueError, OverflowError, TypeError) as exc:
@@ -213,7 +219,7 @@ def run_tool(name: str, args: dict, root: Path, *, on_output: Callable[[str], No
 
 def planned_writes(name: str, args: dict, root: Path) -> list[str]:
     """Repository-relative paths a call would write or delete ([] for read-only tools)."""
-    if not is_writing_tool(name):
+    if not is_writing_tool(name) or name in EXTERNAL:
         return []
     try:
         return _plan(name, _coerce(name, args), Path(root)).paths
@@ -246,6 +252,8 @@ def _plan(name: str, kwargs: dict, root: Path):
 
 def preview(name: str, args: dict, root: Path) -> str:
     """What an approval prompt shows: the unified diff of an edit, or the shell command."""
+    if name in EXTERNAL and name not in PARAMETERS:
+        return f"{name} " + json.dumps(args, ensure_ascii=False, default=str)
     try:
         kwargs = _coerce(name, args)
     except (ToolArgumentError, ValueError, OverflowError, TypeError) as exc:

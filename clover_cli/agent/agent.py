@@ -14,6 +14,7 @@ from typing import Any, Iterator
 
 from clover_cli.agent.approvals import ApprovalPolicy
 from clover_cli.agent.backends.base import BackendError, Completion, ModelBackend
+from clover_cli.agent.backends.recoverable import RecoverableError
 from clover_cli.agent.changes import ChangeTracker
 from clover_cli.agent.config import APPROVAL_MODES, AgentConfig
 from clover_cli.agent.context import compacted, elide_tool_outputs, truncate_output
@@ -43,6 +44,8 @@ class Agent:
         self.session_id = config.session_id or new_session_id()
         self._log = SessionLog(self.root, self.session_id, enabled=config.save_session)
         self.policy = ApprovalPolicy(self.root, config.approval, config.shell_allow, registry.is_writing_tool)
+        from clover_cli.agent.mcp import attach  # the user's MCP servers' tools (docs/mcp.md)
+        self._mcp_notices = attach()
         self.tools: list[dict] = [t for t in registry.tool_schemas()
                                   if config.tool_names is None or t["function"]["name"] in config.tool_names]
         self._schemas = {t["function"]["name"]: t["function"].get("parameters", {}) for t in self.tools}
@@ -153,9 +156,11 @@ class Agent:
         stats = TurnStats()
         self._log.append({"type": "turn_start", "turn": self.turns, "user_text": user_text})
         yield TurnStarted(self.turns, user_text)
+        while self._mcp_notices:  # an MCP server that did not start, once
+            yield Notice(self._mcp_notices.pop(0))
         self._task = user_text
         self._add({"role": "user", "content": user_text})
-        format_errors = tool_errors = 0
+        format_errors = tool_errors = recoveries = 0
         while True:
             if self._cancel.is_set():
                 yield from self._finish("cancelled", "", stats)
@@ -177,6 +182,18 @@ class Agent:
                         completion = item
                     else:
                         yield item
+            except RecoverableError as e:  # compact / keep the partial answer, then ask again
+                recoveries += 1
+                if recoveries <= 2:
+                    yield Notice(str(e))
+                    yield from (self.compact() if e.compact else ())
+                    for role, text in (("assistant", e.partial_text), ("user", e.feedback)):
+                        if text:
+                            self._add({"role": role, "content": text})
+                    continue
+                yield AgentError(str(e), fatal=True)
+                yield from self._finish("error", str(e), stats)
+                return
             except Exception as e:  # BackendError, or a model bug: the session survives either way
                 msg = str(e) if isinstance(e, BackendError) else f"model call failed: {type(e).__name__}: {e}"
                 yield AgentError(msg, fatal=True)
@@ -185,6 +202,7 @@ class Agent:
             if completion is None:
                 yield from self._finish("error", "the model backend returned nothing", stats)
                 return
+            recoveries = 0
             stats.add_model(completion.stats)
             parsed = parse_tool_calls(completion.text, self._schemas)
             if completion.finish_reason == "cancelled" or self._cancel.is_set():
@@ -204,8 +222,9 @@ class Agent:
                                             "function": {"name": c.name, "arguments": c.arguments}}
                                            for cid, c in calls]
             self._add(assistant)
-            if not calls and not errors:
-                yield from self._finish("done", parsed.text, stats)
+            if not calls and not errors:  # an answer cut by the token limit is not "done"
+                yield from self._finish("truncated" if completion.finish_reason == "length" else "done",
+                                        parsed.text, stats)
                 return
             for cid, call in calls:
                 result = yield from self._run_call(cid, call, stats)

@@ -35,11 +35,13 @@ def _fail_args(message: str) -> None:
 @click.option("--api-key-env", default=None, metavar="NAME", help="Environment variable holding the API key (openai: models).")
 @click.option("--threshold", type=float, default=None, help="Commit threshold for block diffusion (0 < t <= 1).")
 @click.option("--max-new-tokens", type=click.IntRange(1), default=None, help="Token budget per model call.")
+@click.option("--context-window", type=click.IntRange(256), default=None,
+              help="The model's context window in tokens (default: what an openai: server reports, else the model's).")
 @click.option("--continue", "continue_", is_flag=True, help="Continue the last session in this root.")
 @click.option("--session", "session_id", default=None, help="Continue the session with this id.")
 @click.pass_context
 def run(ctx: click.Context, task, model, root, approval, max_steps, as_json, shell_allow, api_key_env,
-        threshold, max_new_tokens, continue_, session_id) -> None:
+        threshold, max_new_tokens, continue_, session_id, context_window=None) -> None:
     """Run TASK with the agent until it answers, then exit."""
     from pathlib import Path
 
@@ -83,6 +85,8 @@ def run(ctx: click.Context, task, model, root, approval, max_steps, as_json, she
     except (SpecError, BackendError) as e:
         _fail_args(str(e))
     cfg_kw = {"max_new_tokens": max_new_tokens} if max_new_tokens else {}
+    if context_window:
+        cfg_kw["context_window"] = context_window
     cfg = AgentConfig(root=root, approval=approval, max_steps=max_steps, shell_allow=tuple(shell_allow),
                       meta={"command": "run"}, **cfg_kw)
     try:

@@ -29,21 +29,35 @@ def sse_tool_call(call_id: str, name: str, arg_pieces: list[str], text: str = ""
 class ScriptedServer:
     """Answers each POST with the next scripted response: a list of SSE chunks, or
     {"status": N, "body": {...}} for an error, or {"sleep": seconds} to stall, or
-    {"raw": bytes, "type": content type} for any body, or {"sse": [chunks], "done": bool}."""
+    {"raw": bytes, "type": content type} for any body, or {"sse": [chunks], "done": bool,
+    "delay": seconds between chunks, "chunked": True for HTTP/1.1 chunked framing}. GET answers come from `gets` ({path: JSON}; else 404), as a
+    vLLM (`/v1/models`) or llama.cpp (`/props`) server describes itself."""
 
-    def __init__(self, responses: list) -> None:
+    def __init__(self, responses: list, gets: dict | None = None) -> None:
         self.responses = list(responses)
+        self.gets = dict(gets or {})
         self.requests: list[dict] = []  # {"path", "headers", "body"}
+        self.get_paths: list[str] = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):  # keep test output clean
                 pass
 
+            def do_GET(self):
+                outer.get_paths.append(self.path)
+                found = self.path in outer.gets
+                data = json.dumps(outer.gets.get(self.path, {"error": "not found"})).encode()
+                self.send_response(200 if found else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
-                outer.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                outer.requests.append({"path": self.path, "headers": self.headers, "body": body})
                 resp = outer.responses.pop(0) if outer.responses else sse_text("")
                 if isinstance(resp, dict) and "raw" in resp:  # any 200 answer: {"raw": bytes, "type": ...}
                     self.send_response(resp.get("status", 200))
@@ -54,15 +68,30 @@ class ScriptedServer:
                     self.wfile.write(resp["raw"])
                     return
                 if isinstance(resp, dict) and "sse" in resp:  # {"sse": [chunks], "done": False}: cut off
+                    chunked = resp.get("chunked", False)  # HTTP/1.1 chunked, as llama.cpp streams
+
+                    def send(raw: bytes) -> None:
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(raw), raw) if chunked else raw)
+                        self.wfile.flush()
+                    if chunked:
+                        self.protocol_version = "HTTP/1.1"
                     self.send_response(200)
                     self.send_header("Content-Type", "text/event-stream")
+                    if chunked:
+                        self.send_header("Transfer-Encoding", "chunked")
                     self.end_headers()
-                    for chunk in resp["sse"]:
-                        data = chunk if isinstance(chunk, str) else json.dumps(chunk)
-                        self.wfile.write(f"data: {data}\n\n".encode())
-                    if resp.get("done", True):
-                        self.wfile.write(b"data: [DONE]\n\n")
-                    self.wfile.flush()
+                    try:
+                        for chunk in resp["sse"]:
+                            data = chunk if isinstance(chunk, str) else json.dumps(chunk)
+                            send(f"data: {data}\n\n".encode())
+                            time.sleep(resp.get("delay", 0))
+                        if resp.get("done", True):
+                            send(b"data: [DONE]\n\n")
+                        if chunked:
+                            self.wfile.write(b"0\r\n\r\n")
+                            self.wfile.flush()
+                    except OSError:  # the client went away (a cancel)
+                        pass
                     self.close_connection = True
                     return
                 if isinstance(resp, dict) and "sleep" in resp:

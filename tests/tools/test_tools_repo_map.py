@@ -9,6 +9,7 @@ from tree_sitter import Parser
 
 from clover_cli.tools.registry import run_tool
 from clover_cli.tools.repomap.languages import load_language
+from clover_cli.tools.statedir import repo_cache_dir
 from clover_cli.tools.repomap.rank import build_graph, pagerank
 from clover_cli.tools.repomap.tags import python_tags, query_tags
 
@@ -58,7 +59,7 @@ def test_python_definitions_from_the_tree():
 
 
 def test_generic_tags_query_agrees_with_the_python_walker():
-    """The path used for other languages (the grammar's own tags.scm) on Python itself."""
+    """The path used for other languages (our tag queries, queries.py) on Python itself."""
     fast = python_tags(SOURCE, Parser(load_language("tree_sitter_python", "language")))
     generic = query_tags(SOURCE, "tree_sitter_python", "language")
     names = {d.name for d in generic.defs}
@@ -134,8 +135,8 @@ def test_ranking_focus_budget_and_cache(git_repo):
     os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
     changed = run_tool("repo_map", {"budget_tokens": 4000}, git_repo)
     assert changed.details["parsed"] == 1 and "brand_new_function" in changed.output
-    assert (git_repo / ".clover" / "repomap" / "tags.pickle").exists()
-    assert run_tool("list_files", {"pattern": "*.pickle"}, git_repo).details["count"] == 0
+    assert not (git_repo / ".clover").exists()  # the cache lives in the user's cache dir
+    assert (repo_cache_dir(git_repo, "repomap", create=False) / "cache.sqlite").is_file()
 
 
 def test_map_outside_git_and_errors(plain_dir):

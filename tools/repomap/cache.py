@@ -1,21 +1,22 @@
-"""Tags of every file, cached on disk by (mtime, size) under `.clover/repomap/`; changed files
+"""Tags of every file, cached by (mtime, size) in the user's cache dir (store.py); changed files
 are parsed again, in a process pool when there are many."""
 from __future__ import annotations
 
 import json
 import os
-import pickle
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
-from ..checkpoints import ensure_private_dir
-from ..textio import atomic_write, read_regular
+from array import array
+
+from ..textio import read_regular
 from .languages import grammar_for, load_language
+from .store import SCHEMA, Store
 from .tags import FileTags, python_tags, query_tags
 
-CACHE_VERSION = 6
+CACHE_VERSION = SCHEMA
 MAX_FILE_BYTES = 1_000_000
 POOL_THRESHOLD = 64  # parse in worker processes when at least this many files changed
 
@@ -83,12 +84,28 @@ def parse_files(root: Path, rels: list[str]) -> dict[str, FileTags | None]:
     for proc, chunk in procs:
         data = proc.stdout.read()
         proc.wait()
-        try:
-            part = pickle.loads(data) if proc.returncode == 0 else None
-        except (pickle.UnpicklingError, EOFError, AttributeError):
-            part = None
-        out.update(part if isinstance(part, dict) else _extract_many(str(root), chunk))
+        part = _decode_worker(data, chunk) if proc.returncode == 0 else None
+        out.update(part if part is not None else _extract_many(str(root), chunk))
     return out
+
+
+def _decode_worker(data: bytes, chunk: list[str]) -> dict[str, FileTags | None] | None:
+    """A worker's JSON answer ({rel: null | [defs_json, names, counts]}), or None if damaged."""
+    try:
+        raw = json.loads(data)
+        out: dict[str, FileTags | None] = {}
+        for rel in chunk:
+            row = raw[rel]
+            if row is None:
+                out[rel] = None
+                continue
+            tags = FileTags.from_row((row[0], row[1], array("i", row[2]).tobytes()))
+            if tags is None:
+                return None
+            out[rel] = tags
+        return out
+    except (ValueError, TypeError, KeyError, IndexError, OverflowError):
+        return None
 
 
 def _feed(proc: subprocess.Popen, chunk: list[str]) -> None:
@@ -100,11 +117,11 @@ def _feed(proc: subprocess.Popen, chunk: list[str]) -> None:
 
 
 class TagCache:
-    """`{rel: (mtime_ns, size, FileTags | None)}` persisted in `.clover/repomap/tags.pickle`."""
+    """`{rel: (mtime_ns, size, FileTags | None)}` kept in the repository's cache database."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, store: Store | None = None):
         self.root = Path(root).resolve()
-        self.path = self.root / ".clover" / "repomap" / "tags.pickle"
+        self.store = store or Store(self.root)
 
     def stats(self, rels: list[str]) -> dict[str, tuple[int, int]]:
         """(mtime_ns, size) of each file that still exists."""
@@ -117,27 +134,31 @@ class TagCache:
             out[rel] = (st.st_mtime_ns, st.st_size)
         return out
 
-    def load(self) -> dict:
-        try:
-            with open(self.path, "rb") as fh:
-                blob = pickle.load(fh)
-            return blob["files"] if blob.get("version") == CACHE_VERSION else {}
-        except (OSError, EOFError, pickle.UnpicklingError, KeyError, AttributeError, TypeError):
-            return {}
+    def load(self, stats: dict[str, tuple[int, int]]) -> dict[str, FileTags | None]:
+        """Cached tags of the files in `stats` whose (mtime, size) still match and whose row
+        decodes; anything else is left out (so parsed again)."""
+        out = {}
+        for rel, (mtime, size, row) in self.store.load_tags().items():
+            if stats.get(rel) != (mtime, size):
+                continue
+            if row is None:
+                out[rel] = None
+                continue
+            tags = FileTags.from_row(row)
+            if tags is not None:
+                out[rel] = tags
+        return out
 
     def update(self, stats: dict[str, tuple[int, int]]) -> tuple[dict[str, FileTags], int]:
-        """Tags for every file in `stats`, parsing only new or changed ones.
+        """Tags for every file in `stats`, parsing only new, changed or damaged ones.
 
         Returns (tags by file, number of files parsed now).
         """
-        cached = self.load()
-        stale = [rel for rel, st in stats.items() if rel not in cached or cached[rel][:2] != st]
+        cached = self.load(stats)
+        stale = [rel for rel in stats if rel not in cached]
         fresh = parse_files(self.root, stale) if stale else {}
-        files = {rel: (cached[rel] if rel not in fresh else (*stats[rel], fresh[rel]))
-                 for rel in stats}
-        if stale or len(files) != len(cached):
-            ensure_private_dir(self.root)
-            data = pickle.dumps({"version": CACHE_VERSION, "files": files},
-                                protocol=pickle.HIGHEST_PROTOCOL)
-            atomic_write(self.path, data, 0o644)
-        return {rel: v[2] for rel, v in files.items() if v[2] is not None}, len(stale)
+        files = {**cached, **fresh}
+        rows = {rel: (*stats[rel], None if fresh[rel] is None else fresh[rel].to_row())
+                for rel in fresh}
+        self.store.save_tags(rows, set(stats))
+        return {rel: t for rel, t in files.items() if t is not None}, len(stale)

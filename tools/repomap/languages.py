@@ -1,12 +1,13 @@
-"""Which tree-sitter grammars are available. Python is required; any other language is used
-only when its grammar wheel is importable (nothing is ever downloaded)."""
+"""Which tree-sitter grammars are available. Python, JavaScript, TypeScript, Go, Rust, Java, C,
+C++ and Ruby grammars are dependencies (per-language wheels from PyPI, a few hundred KB each);
+a language is used only when its wheel is importable, and nothing is ever downloaded. Source
+files in a language with no grammar here (or whose wheel is missing) are listed by name only."""
 from __future__ import annotations
 
 import importlib
 import importlib.util
 import os
 from functools import lru_cache
-from pathlib import Path
 
 # extension -> (grammar module, function returning the language pointer)
 GRAMMARS: dict[str, tuple[str, str]] = {
@@ -15,6 +16,9 @@ GRAMMARS: dict[str, tuple[str, str]] = {
     ".js": ("tree_sitter_javascript", "language"),
     ".jsx": ("tree_sitter_javascript", "language"),
     ".mjs": ("tree_sitter_javascript", "language"),
+    ".cjs": ("tree_sitter_javascript", "language"),
+    ".mts": ("tree_sitter_typescript", "language_typescript"),
+    ".cts": ("tree_sitter_typescript", "language_typescript"),
     ".ts": ("tree_sitter_typescript", "language_typescript"),
     ".tsx": ("tree_sitter_typescript", "language_tsx"),
     ".go": ("tree_sitter_go", "language"),
@@ -24,9 +28,18 @@ GRAMMARS: dict[str, tuple[str, str]] = {
     ".h": ("tree_sitter_c", "language"),
     ".cc": ("tree_sitter_cpp", "language"),
     ".cpp": ("tree_sitter_cpp", "language"),
+    ".cxx": ("tree_sitter_cpp", "language"),
     ".hpp": ("tree_sitter_cpp", "language"),
+    ".hh": ("tree_sitter_cpp", "language"),
+    ".hxx": ("tree_sitter_cpp", "language"),
     ".rb": ("tree_sitter_ruby", "language"),
 }
+
+
+# source files the map names without parsing them (no grammar for their language here)
+OTHER_SOURCE = {".kt", ".kts", ".swift", ".scala", ".cs", ".php", ".lua", ".ex", ".exs", ".erl",
+                ".hs", ".ml", ".clj", ".dart", ".zig", ".nim", ".jl", ".r", ".pl", ".m", ".mm",
+                ".fs", ".groovy", ".vue", ".svelte", ".sol", ".v", ".sv", ".vhd"}
 
 
 @lru_cache(maxsize=None)
@@ -41,21 +54,14 @@ def grammar_for(path: str) -> tuple[str, str] | None:
     return spec if spec and available(spec[0]) else None
 
 
+def unparsed_source(path: str) -> bool:
+    """A source file the map can only name: a known language without an installed grammar."""
+    ext = os.path.splitext(path)[1].lower()
+    return ext in OTHER_SOURCE or (ext in GRAMMARS and not available(GRAMMARS[ext][0]))
+
+
 @lru_cache(maxsize=None)
 def load_language(module: str, func: str):
     """The tree_sitter.Language for a grammar module."""
     from tree_sitter import Language
     return Language(getattr(importlib.import_module(module), func)())
-
-
-@lru_cache(maxsize=None)
-def tags_query_source(module: str) -> str | None:
-    """The `queries/tags.scm` a grammar wheel ships (definitions and references), if any."""
-    spec = importlib.util.find_spec(module)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for loc in spec.submodule_search_locations:
-        candidate = Path(loc) / "queries" / "tags.scm"
-        if candidate.is_file():
-            return candidate.read_text()
-    return None

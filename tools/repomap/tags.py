@@ -1,18 +1,21 @@
 """Definitions and references of one source file.
 
 Definitions come from the tree-sitter syntax tree: for Python a direct walk of module- and
-class-level statements (fast: it skips function bodies); for other languages the `tags.scm`
-query shipped with their grammar. References are identifier tokens, counted per file (the
-fallback Aider uses for languages without reference queries; cheap and language-neutral).
+class-level statements (fast: it skips function bodies); for other languages the tag queries in
+queries.py. References are identifier tokens counted per file: for Python every identifier-like
+token of the text (cheap), for the others the identifier nodes of the tree.
 """
 from __future__ import annotations
 
+import json
 import re
 from array import array
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 
-from .languages import load_language, tags_query_source
+from .languages import load_language
+from .queries import CONTAINERS, QUERIES
 
 KEYWORDS = {k.encode() for k in ("self", "None", "True", "False", "return", "def", "class",
                                   "import", "from", "for", "while", "not", "and", "with", "else",
@@ -40,21 +43,37 @@ class FileTags:
     """What the repository map needs to know about one file.
 
     References are packed (names joined by newlines, counts as an int32 array) because a big
-    repository has about a million (file, name) pairs and this form pickles in milliseconds.
+    repository has about a million (file, name) pairs and this form stores in milliseconds.
     """
     defs: list[Definition] = field(default_factory=list)
     ref_names: str = ""
     ref_counts: array = field(default_factory=lambda: array("i"))
 
-    def __getstate__(self):  # plain tuples and bytes pickle several times faster
-        return ([tuple(d.__dict__.values()) for d in self.defs], self.ref_names,
-                self.ref_counts.tobytes())
+    def to_row(self) -> tuple[str, str, bytes]:
+        """(definitions as JSON, reference names, counts as int32 bytes): what the cache stores
+        and the worker processes send (no pickle: docs/security.md)."""
+        return (json.dumps([[d.name, d.line, d.kind, d.text, d.parent_line] for d in self.defs],
+                           ensure_ascii=False), self.ref_names, self.ref_counts.tobytes())
 
-    def __setstate__(self, state) -> None:
-        defs, self.ref_names, counts = state
-        self.defs = [Definition(*d) for d in defs]
-        self.ref_counts = array("i")
-        self.ref_counts.frombytes(counts)
+    @classmethod
+    def from_row(cls, row) -> "FileTags | None":
+        """The inverse of to_row, or None when anything is not the expected shape."""
+        try:
+            defs_json, names, counts = row
+            raw = json.loads(defs_json)
+            if not all(type(d) is list and len(d) == 5 and type(d[0]) is str and type(d[1]) is int
+                       and type(d[2]) is str and type(d[3]) is str and type(d[4]) is int for d in raw):
+                return None
+            defs = [Definition(*d) for d in raw]
+            if not isinstance(names, str) or not isinstance(counts, bytes) or len(counts) % 4:
+                return None
+            ref_counts = array("i")
+            ref_counts.frombytes(counts)
+            if len(ref_counts) != (names.count("\n") + 1 if names else 0):
+                return None
+            return cls(defs, names, ref_counts)
+        except (ValueError, TypeError):
+            return None
 
     @property
     def ref_list(self) -> tuple[list[str], array]:
@@ -159,21 +178,52 @@ def python_tags(data: bytes, parser) -> FileTags:
     return FileTags(defs, *references(data))
 
 
-def query_tags(data: bytes, module: str, func: str) -> FileTags:
-    """Definitions via the grammar's own tags.scm (`@definition.*` captures with `@name`)."""
-    from tree_sitter import Parser, Query, QueryCursor
-    source = tags_query_source(module)
+@lru_cache(maxsize=None)
+def _compiled(module: str, func: str):
+    """(parser, definition query, reference query) of a grammar, built once per process."""
+    from tree_sitter import Parser, Query
     lang = load_language(module, func)
-    tree = Parser(lang).parse(data)
+    defs_source, ref_types = QUERIES[(module, func)]
+    refs_source = "[" + " ".join(f"({t})" for t in ref_types) + "] @ref"
+    return Parser(lang), Query(lang, defs_source), Query(lang, refs_source)
+
+
+def query_tags(data: bytes, module: str, func: str) -> FileTags:
+    """Definitions and references via this package's tag queries (queries.py)."""
+    from tree_sitter import QueryCursor
+    parser, def_query, ref_query = _compiled(module, func)
+    tree = parser.parse(data)
+    found = []  # (start_byte, end_byte, line, name, kind, text)
+    seen = set()
+    for _, caps in QueryCursor(def_query).matches(tree.root_node):
+        kinds = [k for k in caps if k.startswith("definition.")]
+        if not kinds or "name" not in caps:
+            continue
+        node, name = caps[kinds[0]][0], caps["name"][0]
+        key = (node.start_byte, name.start_byte)
+        if key in seen:  # two patterns matched one definition
+            continue
+        seen.add(key)
+        found.append((node.start_byte, node.end_byte, node.start_point[0] + 1,
+                      name.text.decode("utf-8", "replace"), kinds[0].split(".", 1)[1],
+                      _first_line(data, node)))
+    found.sort()
     defs: list[Definition] = []
-    if source:
-        query = Query(lang, source)
-        for _, caps in QueryCursor(query).matches(tree.root_node):
-            kinds = [k for k in caps if k.startswith("definition.")]
-            if not kinds or "name" not in caps:
-                continue
-            node, name = caps[kinds[0]][0], caps["name"][0]
-            defs.append(Definition(name.text.decode("utf-8", "replace"), node.start_point[0] + 1,
-                                   kinds[0].split(".", 1)[1], _first_line(data, node), 0))
+    open_containers: list[tuple[int, int]] = []  # (end_byte, line), innermost last
+    for start, end, line, name, kind, text in found:
+        while open_containers and open_containers[-1][0] <= start:
+            open_containers.pop()
+        parent = open_containers[-1][1] if open_containers else 0
+        defs.append(Definition(name, line, kind, text, parent if parent != line else 0))
+        if kind in CONTAINERS:
+            open_containers.append((end, line))
     defs.sort(key=lambda d: d.line)
-    return FileTags(defs, *references(data))
+    counts: Counter = Counter()
+    for nodes in QueryCursor(ref_query).captures(tree.root_node).values():
+        for node in nodes:
+            if node.end_byte - node.start_byte >= 3:
+                counts[data[node.start_byte:node.end_byte]] += 1
+    for kw in KEYWORDS:
+        counts.pop(kw, None)
+    names = b"\n".join(counts).decode("utf-8", "replace")
+    return FileTags(defs, names, array("i", counts.values()))

@@ -1,31 +1,52 @@
-"""`openai:BASE_URL#MODEL`: an OpenAI-compatible chat-completions server (vLLM, SGLang, hosted APIs).
+"""`openai:BASE_URL#MODEL`: an OpenAI-compatible chat-completions server (vLLM, SGLang,
+llama.cpp, hosted APIs), through the official `openai` SDK (imported on first use, so
+`clover --help` never loads it). The SDK does the transport: HTTP(S), `HTTPS_PROXY`/`NO_PROXY`,
+timeouts, auth. Our own policy stays on top of it (docs/agent.md):
 
-Standard library only (http.client). Requests stream (`stream: true`, server-sent events) and send
-the tool schemas as `tools`; streamed `tool_calls` deltas are assembled into NativeToolCalls, and
-when the server returns plain text the agent parses the call markup as for any model. Refused
-connections, 4xx, 5xx and timeouts become one-line BackendErrors; 429 and 5xx are retried with
-exponential backoff (honouring Retry-After) before any output has streamed.
+- Requests stream (`stream: true`, `stream_options.include_usage` for real token counts) and send
+  the tool schemas as `tools`; streamed `tool_calls` deltas become NativeToolCalls.
+- 429, 5xx, dropped connections, and an error event inside the stream before any output are
+  retried with exponential backoff (honouring Retry-After); everything else is a one-line
+  BackendError naming the URL.
+- The context window comes from `--context-window`/config (the agent's), else from the server
+  (`/v1/models` `max_model_len`, llama.cpp `/props` `n_ctx`), else 32,768; a 400 for length lowers
+  it to what the server said and raises ContextOverflowError, so the agent compacts and asks again.
+- A server that refuses `tools`, or whose chat template drops them (llama.cpp `/props`), gets the
+  tools as text in the system prompt (the in-process models' format) after a one-time notice.
+- `finish_reason: "length"` is passed on (the agent ends the turn as truncated); native calls cut
+  off by it are handed over as cut-off call markup, which the agent explains to the model.
 """
 from __future__ import annotations
 
-import http.client
 import json
 import os
-import queue
-import socket
 import threading
 import time
 import urllib.parse
 from typing import Any, Iterator
 
-from clover_cli.agent.backends.base import (BackendError, Completion, ModelBackend, NativeToolCall,
-                                            StreamItem, ThinkSplitter, block_texts)
-from clover_cli.agent.events import BlockText
-from clover_cli.agent.queues import STOPPED, next_item
-from clover_cli.agent.parsing import has_open_call, parse_tool_calls, split_thinking
+from clover_cli.agent.backends.base import BackendError, Completion, ModelBackend, StreamItem, block_texts
+from clover_cli.agent.backends.base import ThinkSplitter
+from clover_cli.agent.backends.openai_stream import (EOF_ITEM, STOPPED, Assembler, LineReader,
+                                                     parse_json_completion)
+from clover_cli.agent.backends.openai_wire import (cut_off_as_text, error_detail, is_context_overflow,
+                                                   refuses_tools, snippet, template_drops_tools,
+                                                   to_openai_messages, window_from_models,
+                                                   window_from_props, window_in_message)
+from clover_cli.agent.backends.recoverable import ContextOverflowError, StreamFeedbackError
+from clover_cli.agent.events import BlockText, Notice
 
-_EOF = object()
-_CANCELLED = object()
+__all__ = ["OpenAIBackend", "to_openai_messages"]
+DEFAULT_WINDOW = 32768
+PROBE_TIMEOUT = 3.0
+
+
+class _Retry(Exception):
+    """A failure worth another try (`wait`: the server's Retry-After, if it sent one)."""
+
+    def __init__(self, message: str, wait: float | None = None) -> None:
+        super().__init__(message)
+        self.message, self.wait = message, wait
 
 
 class OpenAIBackend(ModelBackend):
@@ -35,8 +56,8 @@ class OpenAIBackend(ModelBackend):
 
     def __init__(self, base_url: str, model: str, threshold: float = 0.95, api_key: str | None = None,
                  api_key_env: str | None = None, timeout: float = 120.0, retries: int = 3,
-                 backoff: float = 1.0, context_window: int = 32768, temperature: float | None = None,
-                 **_: object) -> None:
+                 backoff: float = 1.0, context_window: int | None = None, temperature: float | None = None,
+                 probe: bool = True, **_: object) -> None:
         super().__init__(threshold)
         parts = urllib.parse.urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -44,7 +65,6 @@ class OpenAIBackend(ModelBackend):
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.name = f"{model} @ {self.base_url}"
-        self._parts = parts
         env = api_key_env or "OPENAI_API_KEY"
         if api_key_env and not os.environ.get(api_key_env) and api_key is None:
             raise BackendError(f"environment variable {api_key_env} (--api-key-env) is not set")
@@ -52,200 +72,241 @@ class OpenAIBackend(ModelBackend):
         self.timeout = float(timeout)
         self.retries = int(retries)
         self.backoff = float(backoff)
-        self.context_window = int(context_window)
+        self._window = int(context_window) if context_window else None
+        self._probe_wanted = probe and self._window is None
+        self._probed = threading.Lock()
         self.temperature = temperature
+        self.text_tools = False  # tools go as text in the system prompt (server ignores `tools`)
+        self._notices: list[str] = []
+        self._client_obj: Any = None
+        self._headers: dict = {}
 
-    # -- request -------------------------------------------------------------------------------
+    # -- the SDK client and what the server says about itself ------------------------------------
+    def _client(self) -> Any:
+        if self._client_obj is None:
+            try:
+                import openai
+            except ImportError:  # pragma: no cover - a dependency; named if an install lacks it
+                raise BackendError("openai: the `openai` package is not installed "
+                                   "(pip install 'openai>=2,<4')") from None
+            # no key: no Authorization header at all (local servers), as the SDK allows per request
+            self._headers = {} if self.api_key else {"Authorization": openai.Omit()}
+            self._client_obj = openai.OpenAI(base_url=self.base_url, api_key=self.api_key or "none",
+                                             timeout=self.timeout, max_retries=0)
+        return self._client_obj
+
+    @property
+    def context_window(self) -> int:  # type: ignore[override]
+        if self._window is None:
+            self._probe()
+        return self._window or DEFAULT_WINDOW
+
+    @context_window.setter
+    def context_window(self, value: int) -> None:
+        self._window = int(value)
+
+    def _get_json(self, url: str) -> Any:
+        """GET a JSON document from the server, or None (a probe never fails a session)."""
+        try:
+            client = self._client().with_options(timeout=PROBE_TIMEOUT)
+            return client.get(url, cast_to=object, options={"headers": self._headers})
+        except Exception:  # noqa: BLE001 - any failure means "the server does not say"
+            return None
+
+    def _probe(self) -> None:
+        """Once: the context window and the chat template's tool support, where the server says."""
+        with self._probed:
+            if not self._probe_wanted:
+                return
+            self._probe_wanted = False
+            window = window_from_models(self._get_json(self.base_url + "/models"), self.model)
+            root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
+            props = self._get_json(root + "/props")
+            window = window or window_from_props(props)
+            if window and self._window is None:
+                self._window = window
+            if template_drops_tools(props):
+                self._use_text_tools("its chat template has no tools")
+
+    def _use_text_tools(self, why: str) -> None:
+        if not self.text_tools:
+            self.text_tools = True
+            self._notices.append(f"openai: {self.base_url} ignores native tool calls ({why}); "
+                                 "tools are described in the system prompt and called as text")
+
+    # -- request -----------------------------------------------------------------------------------
     def request_body(self, messages: list[dict], tools: list[dict], max_new_tokens: int) -> dict:
         """The JSON body of one chat-completions request."""
+        if self.text_tools and tools:
+            from clover_cli.agent.render import flatten
+            messages, tools = flatten(messages, tools), []
         body: dict[str, Any] = {"model": self.model, "messages": to_openai_messages(messages),
-                                "stream": True, "max_tokens": max_new_tokens}
+                                "stream": True, "stream_options": {"include_usage": True},
+                                "max_tokens": max_new_tokens}
         if tools:
             body["tools"] = tools
         if self.temperature is not None:
             body["temperature"] = self.temperature
         return body
 
-    def _connect(self) -> http.client.HTTPConnection:
-        cls = http.client.HTTPSConnection if self._parts.scheme == "https" else http.client.HTTPConnection
-        return cls(self._parts.hostname, self._parts.port, timeout=self.timeout)
-
-    def _open(self, body: dict) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
-        """POSTs the request; retries 429/5xx and connection resets with backoff."""
-        path = (self._parts.path.rstrip("/") or "") + "/chat/completions"
-        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        data = json.dumps(body).encode("utf-8")
-        last = ""
-        for attempt in range(self.retries + 1):
-            conn = self._connect()
-            try:
-                conn.request("POST", path, body=data, headers=headers)
-                resp = conn.getresponse()
-            except ConnectionRefusedError:
-                conn.close()
-                raise BackendError(f"cannot reach {self.base_url}: connection refused") from None
-            except (socket.timeout, TimeoutError):
-                conn.close()
-                raise BackendError(f"{self.base_url} did not answer within {self.timeout:g} s") from None
-            except OSError as e:
-                conn.close()
-                last = f"cannot reach {self.base_url}: {e.strerror or e}"
-                if attempt < self.retries:
-                    time.sleep(self.backoff * 2 ** attempt)
-                    continue
-                raise BackendError(last) from None
-            if resp.status == 200:
-                return conn, resp
-            detail = _error_detail(resp)
-            conn.close()
-            last = f"{self.base_url} returned HTTP {resp.status}{': ' + detail if detail else ''}"
-            if (resp.status == 429 or resp.status >= 500) and attempt < self.retries:
-                wait = self.backoff * 2 ** attempt
-                retry_after = resp.getheader("Retry-After")
-                if retry_after and retry_after.strip().isdigit():
-                    wait = min(float(retry_after), 60.0)
-                time.sleep(wait)
-                continue
-            raise BackendError(last)
-        raise BackendError(last)
-
-    # -- answers --------------------------------------------------------------------------------
     @property
     def endpoint(self) -> str:
         """The chat-completions URL requests go to (named in error messages)."""
         return self.base_url + "/chat/completions"
 
-    def _answer_kind(self, resp: http.client.HTTPResponse) -> str:
+    def _post(self, body: dict) -> Any:
+        """The open streaming response for `body`; _Retry for what is worth another try."""
+        import openai
+        create = self._client().chat.completions.with_streaming_response.create
+        fields = {k: v for k, v in body.items() if k not in ("model", "messages", "stream")}
+        known = {k: fields.pop(k) for k in ("max_tokens", "tools", "temperature", "stream_options")
+                 if k in fields}
+        try:
+            manager = create(model=body["model"], messages=body["messages"], stream=True,
+                             extra_body=fields or None, extra_headers=self._headers, **known)
+            return manager.__enter__()
+        except openai.APIStatusError as e:
+            self._status_error(e, body)
+        except openai.APITimeoutError:
+            raise BackendError(f"{self.base_url} did not answer within {self.timeout:g} s") from None
+        except openai.APIConnectionError as e:
+            cause = _root_cause(e)
+            if isinstance(cause, ConnectionRefusedError) or "refused" in str(cause).lower():
+                raise BackendError(f"cannot reach {self.base_url}: connection refused") from None
+            raise _Retry(f"cannot reach {self.base_url}: {_one_line(cause)}") from None
+
+    def _status_error(self, e: Any, body: dict) -> None:
+        status = int(e.status_code)
+        try:
+            raw = e.response.text
+        except Exception:  # noqa: BLE001 - a streamed error body not read yet
+            try:
+                raw = e.response.read().decode("utf-8", "replace")
+            except Exception:  # noqa: BLE001
+                raw = ""
+        detail = error_detail(raw) if raw else _one_line(getattr(e, "message", ""))
+        msg = f"{self.base_url} returned HTTP {status}{': ' + detail if detail else ''}"
+        if is_context_overflow(status, detail):
+            said = window_in_message(detail)
+            prompt = self.count_tokens(body.get("messages", []), body.get("tools", []))
+            self._window = min(self.context_window, said or max(256, int(prompt * 0.9)))
+            raise ContextOverflowError(f"{msg} (context window now {self._window:,} tokens)") from None
+        if body.get("tools") and refuses_tools(status, detail):
+            self._use_text_tools(f"HTTP {status}: {detail[:80]}")
+            raise _Retry(msg, wait=0.0) from None
+        if status == 429 or status >= 500:
+            after = e.response.headers.get("retry-after", "")
+            raise _Retry(msg, min(float(after), 60.0) if after.strip().isdigit() else None) from None
+        raise BackendError(msg) from None
+
+    # -- answers -----------------------------------------------------------------------------------
+    def stream(self, messages: list[dict], tools: list[dict], *, max_new_tokens: int = 2048,
+               cancel: threading.Event | None = None) -> Iterator[StreamItem]:
+        start = time.perf_counter()
+        stopped = (lambda: cancel.is_set()) if cancel is not None else (lambda: False)
+        if self._probe_wanted:
+            self._probe()
+        attempt = 0
+        while True:
+            while self._notices:
+                yield Notice(self._notices.pop(0))  # type: ignore[misc]
+            body = self.request_body(messages, tools, max_new_tokens)
+            try:
+                resp = self._post(body)
+                try:
+                    yield from self._answer(resp, start, stopped)
+                    return
+                finally:
+                    _close_quietly(resp)
+            except _Retry as r:
+                if attempt >= self.retries:
+                    raise BackendError(r.message) from None
+                wait = r.wait if r.wait is not None else self.backoff * 2 ** attempt
+                attempt += 1
+                if cancel is not None and cancel.wait(wait):
+                    yield Completion("", "cancelled", stats=self._stats(start, "", 0, {}))
+                    return
+                if cancel is None:
+                    time.sleep(wait)
+
+    def _answer(self, resp: Any, start: float, stopped) -> Iterator[StreamItem]:
+        lines = LineReader(resp.iter_lines())
+        try:
+            if self._answer_kind(resp, lines, stopped) == "json":
+                yield from self._json(lines, start, stopped)
+            else:
+                yield from self._sse(lines, start, stopped)
+        finally:
+            lines.close()
+
+    def _answer_kind(self, resp: Any, lines: LineReader, stopped) -> str:
         """"sse" or "json" for a 200 answer; anything else is a BackendError naming the URL."""
-        ctype = (resp.getheader("Content-Type") or "").split(";")[0].strip().lower()
+        ctype = (resp.headers.get("content-type") or "").split(";")[0].strip().lower()
         if ctype == "text/event-stream":
             return "sse"
         if ctype == "application/json" or ctype.endswith("+json"):
             return "json"
-        head = b""
+        head = ""
+        first = lines.get(stopped, min(self.timeout, 10.0))
+        while isinstance(first, str) and not first.strip():
+            first = lines.get(stopped, min(self.timeout, 10.0))
+        if isinstance(first, str):
+            lines.push_back(first)
+            head = first.lstrip()
         if ctype in ("", "text/plain", "application/octet-stream", "application/x-ndjson"):
-            try:  # some servers send SSE or JSON without the right type: look at the first bytes
-                head = resp.peek(256)[:256].lstrip()
-            except (OSError, ValueError, http.client.HTTPException):
-                head = b""
-            if head.startswith((b"data:", b"event:", b":")):
+            if head.startswith(("data:", "event:", ":")):
                 return "sse"
-            if head.startswith(b"{"):
+            if head.startswith("{"):
                 return "json"
-        else:
-            try:
-                head = resp.read(200)
-            except (OSError, ValueError, http.client.HTTPException):
-                head = b""
-        began = " ".join(head.decode("utf-8", "replace").split())[:80]
+        began = snippet(head, 80)
         raise BackendError(f"openai: {self.endpoint} answered 200 {ctype or 'without a Content-Type'}, "
                            f"not an event stream — is BASE_URL right (it usually ends in /v1)?"
                            + (f" It began: {began!r}" if began else ""))
 
-    def stream(self, messages: list[dict], tools: list[dict], *, max_new_tokens: int = 2048,
-               cancel: threading.Event | None = None) -> Iterator[StreamItem]:
-        start = time.perf_counter()
-        conn, resp = self._open(self.request_body(messages, tools, max_new_tokens))
-        try:
-            kind = self._answer_kind(resp)
-            if kind == "json":  # the server ignored stream: true and sent one completion
-                body = self._read_json(resp, cancel)
-                conn.close()
-                if body is _CANCELLED:
-                    yield Completion("", "cancelled", stats=self._stats(start, "", 0, {}))
-                    return
-                yield from self._json_completion(body, start)
-                return
-            yield from self._sse(resp, start, cancel)
-        finally:
-            conn.close()
-
-    def _read_json(self, resp: http.client.HTTPResponse, cancel: threading.Event | None) -> Any:
-        """The whole JSON body (read by a thread, so a cancel is honoured while it arrives)."""
-        lines: queue.Queue = queue.Queue()
-        threading.Thread(target=_read_lines, args=(resp, lines), daemon=True).start()
+    def _json(self, lines: LineReader, start: float, stopped) -> Iterator[StreamItem]:
+        """The whole JSON body of a server that ignored `stream: true`."""
         parts: list[str] = []
         while True:
-            line = next_item(lines, lambda: cancel is not None and cancel.is_set())
+            line = lines.get(stopped, self.timeout)
             if line is STOPPED:
-                return _CANCELLED
-            if line is _EOF:
+                yield Completion("", "cancelled", stats=self._stats(start, "", 0, {}))
+                return
+            if line is EOF_ITEM:
                 break
-            if isinstance(line, (socket.timeout, TimeoutError)):
+            if isinstance(line, TimeoutError):
                 raise BackendError(f"openai: {self.endpoint} did not finish its answer within {self.timeout:g} s")
             if isinstance(line, BaseException):
-                raise BackendError(f"openai: the answer from {self.endpoint} broke: {line}")
+                raise BackendError(f"openai: the answer from {self.endpoint} broke: {_one_line(line)}")
             parts.append(line)
         raw = "\n".join(parts)
         try:
-            return json.loads(raw)
+            body = json.loads(raw)
         except ValueError:
             raise BackendError(f"openai: {self.endpoint} answered 200 application/json that is not JSON: "
-                               f"{_snippet(raw.encode())!r}") from None
-
-    def _json_completion(self, body: Any, start: float) -> Iterator[StreamItem]:
-        """A non-streamed chat completion ({"choices": [{"message": ...}]}) as stream items."""
-        if isinstance(body, dict) and isinstance(body.get("error"), (dict, str)):
-            err = body["error"]
-            raise BackendError(f"openai: {self.endpoint} reported: {err.get('message', err) if isinstance(err, dict) else err}")
-        choices = body.get("choices") if isinstance(body, dict) else None
-        message = choices[0].get("message") if choices and isinstance(choices[0], dict) else None
-        if not isinstance(message, dict):
-            raise BackendError(f"openai: {self.endpoint} answered 200 JSON that is not a chat completion: "
-                               f"{_snippet(json.dumps(body).encode())!r}")
-        reasoning = message.get("reasoning_content") or message.get("reasoning")
-        if isinstance(reasoning, str) and reasoning:
+                               f"{snippet(raw)!r}") from None
+        reasoning, text, finish, calls, usage = parse_json_completion(body, self.endpoint)
+        if reasoning:
             yield BlockText(reasoning, 0, thinking=True)
-        text = message.get("content") if isinstance(message.get("content"), str) else ""
-        splitter = ThinkSplitter()
-        yield from block_texts(splitter, text, 0, final=True)
-        native = []
-        for i, tc in enumerate(message.get("tool_calls") or []):
-            if not isinstance(tc, dict):
-                continue
-            fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
-            args = fn.get("arguments", "")
-            native.append(NativeToolCall(tc.get("id") or f"call_{i}", str(fn.get("name") or ""),
-                                         args if isinstance(args, str) else json.dumps(args)))
-        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
-        yield Completion(text, choices[0].get("finish_reason") or "stop", tool_calls=tuple(native),
-                         stats=self._stats(start, text, 1, usage))
+        yield from block_texts(ThinkSplitter(), text, 0, final=True)
+        yield self._completion(text, finish, calls, [], self._stats(start, text, 1, usage))
 
-    def _stats(self, start: float, text: str, chunks: int, usage: dict) -> dict:
-        seconds = time.perf_counter() - start
-        tokens = int(usage.get("completion_tokens") or 0) or max(chunks, len(text) // 4)
-        return {"generated_tokens": tokens, "prompt_tokens": int(usage.get("prompt_tokens") or 0),
-                "forwards": chunks, "total_seconds": round(seconds, 4),
-                "tokens_per_second": round(tokens / seconds, 2) if seconds > 0 else 0.0}
-
-    def _sse(self, resp: http.client.HTTPResponse, start: float,
-             cancel: threading.Event | None) -> Iterator[StreamItem]:
-        """Reads a server-sent-event stream of chat-completion chunks."""
-        lines: queue.Queue = queue.Queue()
-        reader = threading.Thread(target=_read_lines, args=(resp, lines), daemon=True)
-        reader.start()
-        splitter = ThinkSplitter()
-        text, chunks, finish, usage = "", 0, "", {}
+    def _sse(self, lines: LineReader, start: float, stopped) -> Iterator[StreamItem]:
+        """A server-sent-event stream of chat-completion chunks."""
+        acc = Assembler()
         done = False
-        calls: dict[int, dict[str, str]] = {}
-        last_data = time.monotonic()
         while True:
-            if cancel is not None and cancel.is_set():
-                finish = "cancelled"
+            line = lines.get(stopped, self.timeout)
+            if line is STOPPED:
+                acc.finish = "cancelled"
                 break
-            try:
-                line = lines.get(timeout=0.05)
-            except queue.Empty:
-                if time.monotonic() - last_data > self.timeout:
-                    raise BackendError(f"openai: {self.endpoint} stopped streaming for {self.timeout:g} s") from None
-                continue
-            last_data = time.monotonic()
-            if line is _EOF:
+            if line is EOF_ITEM:
                 break
+            if isinstance(line, TimeoutError):
+                raise BackendError(f"openai: {self.endpoint} stopped streaming for {self.timeout:g} s")
             if isinstance(line, BaseException):
-                raise BackendError(f"openai: the stream from {self.endpoint} broke: {line}") from None
+                if not acc.output:
+                    raise _Retry(f"openai: the stream from {self.endpoint} broke: {_one_line(line)}")
+                raise BackendError(f"openai: the stream from {self.endpoint} broke: {_one_line(line)}")
             if not line.startswith("data:"):
                 continue  # blank lines, comments, event:/id: fields
             payload = line[5:].strip()
@@ -258,93 +319,73 @@ class OpenAIBackend(ModelBackend):
                 event = None
             if not isinstance(event, dict):
                 raise BackendError(f"openai: {self.endpoint} sent an event that is not a JSON object: "
-                                   f"{_snippet(payload.encode())!r}")
-            if isinstance(event.get("error"), dict):
-                raise BackendError(f"openai: {self.endpoint} reported: {event['error'].get('message', event['error'])}")
-            usage = event.get("usage") or usage
-            for choice in event.get("choices") or []:
-                delta = choice.get("delta") or {}
-                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-                if reasoning:
-                    yield BlockText(reasoning, chunks, thinking=True)
-                content = delta.get("content")
-                if content:
-                    text += content
-                    yield from block_texts(splitter, content, chunks)
-                for tc in delta.get("tool_calls") or []:
-                    slot = calls.setdefault(int(tc.get("index", len(calls))), {"id": "", "name": "", "arguments": ""})
-                    fn = tc.get("function") or {}
-                    slot["id"] = tc.get("id") or slot["id"]
-                    slot["name"] += fn.get("name") or ""
-                    slot["arguments"] += fn.get("arguments") or ""
-                chunks += 1
-                if choice.get("finish_reason"):
-                    finish = choice["finish_reason"]
-        if finish != "cancelled" and not done and not finish:
+                                   f"{snippet(payload)!r}")
+            if event.get("error") is not None:
+                self._stream_error(event["error"], acc)
+            yield from acc.feed(event)
+        if acc.finish != "cancelled" and not done and not acc.finish:
             raise BackendError(f"openai: the stream from {self.endpoint} ended before the answer was complete "
-                               f"(no finish_reason and no [DONE] after {chunks} chunk(s))")
-        yield from block_texts(splitter, "", chunks, final=True)
-        native = tuple(NativeToolCall(c["id"] or f"call_{i}", c["name"], c["arguments"])
-                       for i, c in sorted(calls.items()))
-        yield Completion(text, finish or "stop", tool_calls=native, stats=self._stats(start, text, chunks, usage))
+                               f"(no finish_reason and no [DONE] after {acc.chunks} chunk(s))")
+        yield from acc.tail()
+        calls = [dict(c) for _, c in sorted(acc.calls.items())]
+        yield self._completion(acc.text, acc.finish or "stop", acc.native(), calls,
+                               self._stats(start, acc.text, acc.chunks, acc.usage))
+
+    def _stream_error(self, error: Any, acc: Assembler) -> None:
+        """An error event inside a 200 stream: retried like a 5xx before any output; after
+        output, the partial answer is kept and the model is told (StreamFeedbackError)."""
+        message = _one_line(error.get("message", error) if isinstance(error, dict) else error)
+        msg = f"openai: {self.endpoint} reported in the stream: {message}"
+        if not acc.output:
+            raise _Retry(msg)
+        raise StreamFeedbackError(msg, partial_text=acc.text,
+                                  feedback=f"The model server failed while you were answering: {message}. "
+                                           "Your answer above is incomplete; continue from where it stopped.")
+
+    def _completion(self, text: str, finish: str, native: tuple, calls: list[dict], stats: dict) -> Completion:
+        if finish == "length" and native and not _all_json(native):
+            return Completion(cut_off_as_text(text, calls), finish, (), stats)
+        return Completion(text, finish, tool_calls=native, stats=stats)
+
+    def _stats(self, start: float, text: str, chunks: int, usage: dict) -> dict:
+        seconds = time.perf_counter() - start
+        tokens = int(usage.get("completion_tokens") or 0) or max(chunks, len(text) // 4)
+        return {"generated_tokens": tokens, "prompt_tokens": int(usage.get("prompt_tokens") or 0),
+                "forwards": chunks, "total_seconds": round(seconds, 4),
+                "tokens_per_second": round(tokens / seconds, 2) if seconds > 0 else 0.0}
+
+    def close(self) -> None:
+        if self._client_obj is not None:
+            try:
+                self._client_obj.close()
+            except Exception:  # noqa: BLE001
+                pass
+            self._client_obj = None
 
 
-def _snippet(raw: bytes, limit: int = 120) -> str:
-    return " ".join(raw.decode("utf-8", "replace").split())[:limit]
+def _all_json(native: tuple) -> bool:
+    for call in native:
+        try:
+            if not isinstance(json.loads(call.arguments or "{}"), dict):
+                return False
+        except ValueError:
+            return False
+    return True
 
 
-def _read_lines(resp: http.client.HTTPResponse, out: queue.Queue) -> None:
+def _root_cause(e: BaseException) -> BaseException:
+    seen = e
+    while seen.__cause__ is not None or seen.__context__ is not None:
+        seen = seen.__cause__ or seen.__context__
+    return seen
+
+
+def _one_line(value: Any) -> str:
+    return " ".join(str(value).split())[:300]
+
+
+def _close_quietly(resp: Any) -> None:
     try:
-        while True:
-            raw = resp.readline()
-            if not raw:
-                break
-            out.put(raw.decode("utf-8", "replace").rstrip("\r\n"))
-    except (OSError, ValueError, http.client.HTTPException) as e:
-        out.put(e)
-        return
-    out.put(_EOF)
-
-
-def _error_detail(resp: http.client.HTTPResponse) -> str:
-    """The server's error message, one line."""
-    try:
-        raw = resp.read(4096).decode("utf-8", "replace")
-    except (OSError, http.client.HTTPException):
-        return ""
-    try:
-        data = json.loads(raw)
-        err = data.get("error", data) if isinstance(data, dict) else data
-        msg = err.get("message", "") if isinstance(err, dict) else str(err)
-    except ValueError:
-        msg = raw
-    return " ".join(str(msg).split())[:300]
-
-
-def to_openai_messages(messages: list[dict]) -> list[dict]:
-    """Canonical messages -> the chat-completions wire format (arguments as JSON strings; call
-    markup the model wrote as text is sent as native tool_calls so every server accepts it)."""
-    out = []
-    for m in messages:
-        role = m.get("role")
-        if role == "assistant":
-            content = split_thinking(m.get("content") or "")[1].strip()
-            msg: dict[str, Any] = {"role": "assistant"}
-            if m.get("tool_calls"):
-                if has_open_call(content):
-                    content = parse_tool_calls(content).text
-                msg["tool_calls"] = [{"id": tc["id"], "type": "function",
-                                      "function": {"name": tc["function"]["name"],
-                                                   "arguments": _args_json(tc["function"].get("arguments"))}}
-                                     for tc in m["tool_calls"]]
-            msg["content"] = content or None
-            out.append(msg)
-        elif role == "tool":
-            out.append({"role": "tool", "tool_call_id": m.get("tool_call_id", ""), "content": m.get("content") or ""})
-        else:
-            out.append({"role": role, "content": m.get("content") or ""})
-    return out
-
-
-def _args_json(args: Any) -> str:
-    return args if isinstance(args, str) else json.dumps(args or {}, ensure_ascii=False)
+        resp.close()
+    except Exception:  # noqa: BLE001 - closing a response that broke is not news
+        pass

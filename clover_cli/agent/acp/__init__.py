@@ -1,0 +1,1 @@
+"""Clover as an ACP agent (docs/acp.md); see server.py."""

@@ -1,0 +1,156 @@
+"""Clover as an Agent Client Protocol agent (JSON-RPC on stdio), through the
+`agent-client-protocol` SDK: editors that speak ACP (Zed, JetBrains, Toad) drive the same agent
+loop as the TUI and `clover run` (docs/acp.md).
+
+- `initialize` / `session/new` (one Agent per session, rooted at the client's `cwd`);
+- `session/prompt`: the turn runs in a worker thread; each committed block of text is an
+  `agent_message_chunk` (thinking: `agent_thought_chunk`; tool-call markup is left out, the call
+  is shown as a tool call instead), each tool call a `tool_call` (pending) then a
+  `tool_call_update` (completed / failed, with the output the model saw);
+- an approval the agent needs is a `session/request_permission` (allow once / always / reject);
+- `session/cancel` cancels the turn (it ends with stop reason `cancelled`).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+STOP_REASONS = {"done": "end_turn", "cancelled": "cancelled", "max_steps": "max_turn_requests",
+                "truncated": "max_tokens"}
+KINDS = {"read_file": "read", "list_files": "search", "grep": "search", "repo_map": "search",
+         "run_shell": "execute", "apply_patch": "edit", "edit_file": "edit", "write_file": "edit"}
+OUTPUT_LIMIT = 4000
+
+
+def _title(name: str, args: Any) -> str:
+    text = " ".join(json.dumps(dict(args), ensure_ascii=False, default=str).split())
+    return f"{name} {text if len(text) <= 80 else text[:77] + '...'}"
+
+
+class CloverAcpAgent:
+    """One ACP connection; sessions are Clover agents made by `make_agent(root)`."""
+
+    def __init__(self, make_agent: Callable[[Path], Any], version: str = "0") -> None:
+        self.make_agent = make_agent
+        self.version = version
+        self.conn: Any = None
+        self.sessions: dict[str, Any] = {}
+
+    def on_connect(self, conn: Any) -> None:
+        self.conn = conn
+
+    async def initialize(self, protocol_version: int, client_capabilities: Any = None,
+                         client_info: Any = None, **kwargs: Any) -> Any:
+        from acp import PROTOCOL_VERSION, InitializeResponse
+        from acp.schema import AgentCapabilities, Implementation, PromptCapabilities
+        return InitializeResponse(
+            protocol_version=min(int(protocol_version), PROTOCOL_VERSION),
+            agent_capabilities=AgentCapabilities(load_session=False,
+                                                 prompt_capabilities=PromptCapabilities(embedded_context=True)),
+            agent_info=Implementation(name="clover", title="Clover", version=self.version))
+
+    async def new_session(self, cwd: str, additional_directories: Any = None, mcp_servers: Any = None,
+                          **kwargs: Any) -> Any:
+        from acp import NewSessionResponse, RequestError
+        root = Path(cwd)
+        if not root.is_dir():
+            raise RequestError.invalid_params({"cwd": f"{cwd} is not a directory"})
+        agent = await asyncio.get_running_loop().run_in_executor(None, self.make_agent, root)
+        self.sessions[agent.session_id] = agent
+        return NewSessionResponse(session_id=agent.session_id)
+
+    async def authenticate(self, method_id: str, **kwargs: Any) -> Any:
+        return None
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        agent = self.sessions.get(session_id)
+        if agent is not None:
+            agent.cancel()
+
+    async def prompt(self, session_id: str, prompt: list, **kwargs: Any) -> Any:
+        from acp import PromptResponse, RequestError
+        agent = self.sessions.get(session_id)
+        if agent is None:
+            raise RequestError.invalid_params({"sessionId": f"no session {session_id}"})
+        text = "\n".join(_block_text(b) for b in prompt).strip()
+        if not text:
+            raise RequestError.invalid_params({"prompt": "empty prompt"})
+        loop = asyncio.get_running_loop()
+        reason = await loop.run_in_executor(None, self._turn, agent, session_id, text, loop)
+        return PromptResponse(stop_reason=STOP_REASONS.get(reason, "end_turn"))
+
+    # -- the turn, in a worker thread ---------------------------------------------------------------
+    def _turn(self, agent: Any, session_id: str, text: str, loop: asyncio.AbstractEventLoop) -> str:
+        from acp import (start_tool_call, text_block, tool_content, update_agent_message_text,
+                         update_agent_thought_text, update_tool_call)
+        from clover_cli.agent import events as ev
+        from clover_cli.agent.backends.base import ThinkSplitter
+
+        def send(update: Any) -> None:
+            asyncio.run_coroutine_threadsafe(self.conn.session_update(session_id, update), loop).result()
+
+        markup = ThinkSplitter(open_tag="<tool_call>", close_tag="</tool_call>")
+        reason = "error"
+        for e in agent.run_turn(text):
+            if isinstance(e, ev.BlockText):
+                if e.thinking:
+                    send(update_agent_thought_text(e.text))
+                    continue
+                shown = "".join(piece for piece, inside in markup.feed(e.text) if not inside)
+                if shown:
+                    send(update_agent_message_text(shown))
+            elif isinstance(e, ev.ToolCallProposed):
+                markup = ThinkSplitter(open_tag="<tool_call>", close_tag="</tool_call>")
+                send(start_tool_call(e.call_id, _title(e.name, e.arguments), kind=KINDS.get(e.name, "other"),
+                                     status="pending", raw_input=dict(e.arguments)))
+            elif isinstance(e, ev.ApprovalRequested):
+                asyncio.run_coroutine_threadsafe(self._ask(session_id, e), loop)  # answers e.future
+            elif isinstance(e, ev.ToolFinished):
+                out = e.output if len(e.output) <= OUTPUT_LIMIT else e.output[:OUTPUT_LIMIT] + "\n[...]"
+                send(update_tool_call(e.call_id, status="completed" if e.ok else "failed",
+                                      content=[tool_content(text_block(out))], raw_output={"ok": e.ok}))
+            elif isinstance(e, ev.AgentError):
+                send(update_agent_message_text(f"\n[error: {e.message}]\n"))
+            elif isinstance(e, ev.Notice):
+                send(update_agent_thought_text(f"[{e.message}]\n"))
+            elif isinstance(e, ev.TurnFinished):
+                reason = e.reason
+                if reason not in STOP_REASONS:
+                    send(update_agent_message_text(f"\n[stopped: {reason}: {e.final_text}]\n"))
+        return reason
+
+    async def _ask(self, session_id: str, e: Any) -> None:
+        """A permission request for one approval; the agent's future gets the answer."""
+        from acp.schema import PermissionOption, ToolCallUpdate
+        from clover_cli.agent.events import ApprovalAnswer
+        options = [PermissionOption(option_id="yes", name="Allow", kind="allow_once"),
+                   PermissionOption(option_id="always", name=f"Always allow {e.always_key}"[:60],
+                                    kind="allow_always"),
+                   PermissionOption(option_id="no", name="Reject", kind="reject_once")]
+        if not e.always_key:
+            options.pop(1)
+        call = ToolCallUpdate(tool_call_id=e.call_id, title=_title(e.name, e.arguments),
+                              kind=KINDS.get(e.name, "other"), status="pending",
+                              raw_input={"summary": e.summary[:OUTPUT_LIMIT], **dict(e.arguments)})
+        try:
+            resp = await self.conn.request_permission(session_id, call, options)
+            chosen = getattr(resp.outcome, "option_id", None) if resp.outcome.outcome == "selected" else None
+        except Exception:  # noqa: BLE001 - a client that cannot answer: the call is not run
+            chosen = None
+        if not e.future.done():
+            e.future.set_result(ApprovalAnswer(chosen if chosen in ("yes", "always") else "no"))
+
+
+def _block_text(block: Any) -> str:
+    kind = getattr(block, "type", "")
+    if kind == "text":
+        return block.text
+    if kind == "resource_link":
+        return f"[{getattr(block, 'name', '')}]({getattr(block, 'uri', '')})"
+    if kind == "resource":
+        res = getattr(block, "resource", None)
+        body = getattr(res, "text", None)
+        return f"{getattr(res, 'uri', '')}:\n{body}" if body is not None else f"[{getattr(res, 'uri', '')}]"
+    return ""

@@ -1,0 +1,144 @@
+"""Reading one chat-completions answer: the lines of the response body (read by a thread, so a
+cancel or a stalled server never blocks the agent), then server-sent events or one JSON body
+turned into our stream items.
+
+The reader thread never prints: whatever the transport raises while it reads (including after
+the response was closed under it on a cancel) is handed over as an item or dropped, so no
+"Exception in thread" ever reaches the terminal.
+"""
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+from typing import Any, Callable, Iterable, Iterator
+
+from clover_cli.agent.backends.base import BackendError, BlockText, NativeToolCall, ThinkSplitter, block_texts
+
+EOF_ITEM = object()
+STOPPED = object()
+
+
+class LineReader:
+    """The body's lines from a thread; `get` waits for the next one or a stop."""
+
+    def __init__(self, lines: Iterable[str]) -> None:
+        self._q: queue.Queue = queue.Queue()
+        self._pushed: list[Any] = []
+        self.closed = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(lines,), name="clover-openai-read",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self, lines: Iterable[str]) -> None:
+        try:
+            for line in lines:
+                if self.closed.is_set():
+                    return
+                self._q.put(line)
+        except BaseException as e:  # noqa: BLE001 - handed to the reader, never printed here
+            if not self.closed.is_set():
+                self._q.put(e)
+            return
+        self._q.put(EOF_ITEM)
+
+    def push_back(self, item: Any) -> None:
+        self._pushed.append(item)
+
+    def get(self, stop: Callable[[], bool], timeout: float) -> Any:
+        """The next line, EOF_ITEM, an exception the read raised, STOPPED when stop() became
+        true, or a TimeoutError when nothing came for `timeout` seconds."""
+        if self._pushed:
+            return self._pushed.pop()
+        waited = time.monotonic()
+        while True:
+            if stop():
+                return STOPPED
+            try:
+                return self._q.get(timeout=0.05)
+            except queue.Empty:
+                if time.monotonic() - waited > timeout:
+                    return TimeoutError()
+
+    def close(self) -> None:
+        self.closed.set()
+
+
+class Assembler:
+    """Chat-completion chunks -> BlockText items and, at the end, the text, calls and usage."""
+
+    def __init__(self) -> None:
+        self.splitter = ThinkSplitter()
+        self.text = ""
+        self.chunks = 0
+        self.finish = ""
+        self.usage: dict = {}
+        self.calls: dict[int, dict[str, str]] = {}
+        self.output = False  # anything streamed yet (after that a retry would repeat it)
+
+    def feed(self, event: dict) -> Iterator[BlockText]:
+        if isinstance(event.get("usage"), dict):
+            self.usage = event["usage"]
+        for choice in event.get("choices") or []:
+            if not isinstance(choice, dict):
+                continue
+            delta = choice.get("delta") or {}
+            if not isinstance(delta, dict):
+                delta = {}
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            if isinstance(reasoning, str) and reasoning:
+                self.output = True
+                yield BlockText(reasoning, self.chunks, thinking=True)
+            content = delta.get("content")
+            if isinstance(content, str) and content:
+                self.output = True
+                self.text += content
+                yield from block_texts(self.splitter, content, self.chunks)
+            for tc in delta.get("tool_calls") or []:
+                if not isinstance(tc, dict):
+                    continue
+                self.output = True
+                index = tc.get("index", len(self.calls))
+                slot = self.calls.setdefault(index if isinstance(index, int) else len(self.calls),
+                                             {"id": "", "name": "", "arguments": ""})
+                fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+                slot["id"] = tc.get("id") or slot["id"]
+                slot["name"] += fn.get("name") or ""
+                slot["arguments"] += fn.get("arguments") or ""
+            self.chunks += 1
+            if choice.get("finish_reason"):
+                self.finish = str(choice["finish_reason"])
+
+    def tail(self) -> list[BlockText]:
+        return block_texts(self.splitter, "", self.chunks, final=True)
+
+    def native(self) -> tuple[NativeToolCall, ...]:
+        return tuple(NativeToolCall(c["id"] or f"call_{i}", c["name"], c["arguments"])
+                     for i, c in sorted(self.calls.items()))
+
+
+def parse_json_completion(body: Any, endpoint: str) -> tuple[str, str, str, tuple[NativeToolCall, ...], dict]:
+    """(reasoning, text, finish_reason, calls, usage) of a non-streamed chat completion."""
+    if isinstance(body, dict) and isinstance(body.get("error"), (dict, str)):
+        err = body["error"]
+        raise BackendError(f"openai: {endpoint} reported: {err.get('message', err) if isinstance(err, dict) else err}")
+    choices = body.get("choices") if isinstance(body, dict) else None
+    message = choices[0].get("message") if choices and isinstance(choices[0], dict) else None
+    if not isinstance(message, dict):
+        from clover_cli.agent.backends.openai_wire import snippet
+        raise BackendError(f"openai: {endpoint} answered 200 JSON that is not a chat completion: "
+                           f"{snippet(json.dumps(body))!r}")
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    text = message.get("content") if isinstance(message.get("content"), str) else ""
+    native = []
+    for i, tc in enumerate(message.get("tool_calls") or []):
+        if not isinstance(tc, dict):
+            continue
+        fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+        args = fn.get("arguments", "")
+        native.append(NativeToolCall(tc.get("id") or f"call_{i}", str(fn.get("name") or ""),
+                                     args if isinstance(args, str) else json.dumps(args)))
+    usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+    return (reasoning if isinstance(reasoning, str) else "", text,
+            str(choices[0].get("finish_reason") or "stop"), tuple(native), usage)

@@ -1,0 +1,146 @@
+"""What goes over the wire to and from an OpenAI-compatible server, without any transport:
+messages in the chat-completions format, servers' error messages, context-window facts.
+
+Standard library only (the `openai` SDK is imported by openai_backend.py, lazily).
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from clover_cli.agent.parsing import has_open_call, parse_tool_calls, split_thinking
+
+
+def to_openai_messages(messages: list[dict]) -> list[dict]:
+    """Canonical messages -> the chat-completions wire format (arguments as JSON strings; call
+    markup the model wrote as text is sent as native tool_calls so every server accepts it)."""
+    out = []
+    for m in messages:
+        role = m.get("role")
+        if role == "assistant":
+            content = split_thinking(m.get("content") or "")[1].strip()
+            msg: dict[str, Any] = {"role": "assistant"}
+            if m.get("tool_calls"):
+                if has_open_call(content):
+                    content = parse_tool_calls(content).text
+                msg["tool_calls"] = [{"id": tc["id"], "type": "function",
+                                      "function": {"name": tc["function"]["name"],
+                                                   "arguments": args_json(tc["function"].get("arguments"))}}
+                                     for tc in m["tool_calls"]]
+            msg["content"] = content or None
+            out.append(msg)
+        elif role == "tool":
+            out.append({"role": "tool", "tool_call_id": m.get("tool_call_id", ""), "content": m.get("content") or ""})
+        else:
+            out.append({"role": role, "content": m.get("content") or ""})
+    return out
+
+
+def args_json(args: Any) -> str:
+    return args if isinstance(args, str) else json.dumps(args or {}, ensure_ascii=False)
+
+
+def snippet(raw: bytes | str, limit: int = 120) -> str:
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    return " ".join(text.split())[:limit]
+
+
+def error_detail(raw: str) -> str:
+    """The server's error message from an error body (JSON or not), one line."""
+    try:
+        data = json.loads(raw)
+        err = data.get("error", data) if isinstance(data, dict) else data
+        msg = err.get("message", "") if isinstance(err, dict) else str(err)
+    except ValueError:
+        msg = raw
+    return " ".join(str(msg).split())[:300]
+
+
+# vLLM: "This model's maximum context length is 8192 tokens. However, you requested ..."
+# llama.cpp: "the request exceeds the available context size (8192 tokens), try increasing it"
+# OpenAI: "context_length_exceeded"; others: "prompt is too long", "input is too long"
+_OVERFLOW = re.compile(r"context length|context size|context window|context_length_exceeded|"
+                       r"too many tokens|(prompt|input) (is )?too long|exceeds? .*context|max_model_len",
+                       re.IGNORECASE)
+_WINDOW = re.compile(r"(?:context length|context size|context window|max_model_len)\D{0,40}?(\d{3,7})",
+                     re.IGNORECASE)
+
+
+def is_context_overflow(status: int, detail: str) -> bool:
+    """Whether an HTTP error says the prompt did not fit the model's context window."""
+    return status in (400, 413, 422) and bool(_OVERFLOW.search(detail))
+
+
+def window_in_message(detail: str) -> int | None:
+    """The context window a length error names, if it names one."""
+    m = _WINDOW.search(detail)
+    return int(m.group(1)) if m else None
+
+
+# llama.cpp without --jinja: "tools param requires --jinja flag"; vLLM without
+# --enable-auto-tool-choice: "\"auto\" tool choice requires --enable-auto-tool-choice ..."
+_TOOLS_REFUSED = re.compile(r"tools? param|tool choice|tool_choice|tools are not supported|"
+                            r"does not support tools|tool calling is not supported", re.IGNORECASE)
+
+
+def refuses_tools(status: int, detail: str) -> bool:
+    """Whether an HTTP 400 says the server cannot take `tools` (so calls must go as text)."""
+    return status in (400, 422, 501) and bool(_TOOLS_REFUSED.search(detail))
+
+
+def window_from_models(body: Any, model: str) -> int | None:
+    """`max_model_len` (vLLM, SGLang) or `context_length`/`context_window` of `model` in a
+    `/v1/models` answer; the only model listed counts as this one."""
+    data = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(data, list):
+        return None
+    entries = [d for d in data if isinstance(d, dict)]
+    mine = [d for d in entries if d.get("id") == model] or (entries if len(entries) == 1 else [])
+    for entry in mine:
+        for key in ("max_model_len", "context_length", "context_window", "max_context_length"):
+            value = entry.get(key)
+            if type(value) is int and value >= 256:
+                return value
+        meta = entry.get("meta")  # llama.cpp: {"n_ctx_train": ...} (the trained size, not n_ctx)
+        if isinstance(meta, dict) and type(meta.get("n_ctx")) is int and meta["n_ctx"] >= 256:
+            return meta["n_ctx"]
+    return None
+
+
+def window_from_props(body: Any) -> int | None:
+    """llama.cpp's `/props`: `default_generation_settings.n_ctx` (per slot) or `n_ctx`."""
+    if not isinstance(body, dict):
+        return None
+    settings = body.get("default_generation_settings")
+    for source in (settings if isinstance(settings, dict) else {}, body):
+        value = source.get("n_ctx")
+        if type(value) is int and value >= 256:
+            return value
+    return None
+
+
+def template_drops_tools(body: Any) -> bool:
+    """llama.cpp's `/props` shows the chat template (and, in newer versions, its capabilities):
+    a template that cannot take tools drops them without a word."""
+    if not isinstance(body, dict):
+        return False
+    caps = body.get("chat_template_caps")
+    if isinstance(caps, dict) and isinstance(caps.get("supports_tools"), bool):
+        return not caps["supports_tools"]
+    if isinstance(body.get("chat_template_tool_use"), str) and body["chat_template_tool_use"].strip():
+        return False
+    template = body.get("chat_template")
+    return isinstance(template, str) and bool(template.strip()) and "tool" not in template
+
+
+def cut_off_as_text(text: str, calls: list[dict[str, str]]) -> str:
+    """A completion cut by the token limit in the middle of native tool calls, written as call
+    markup, so the agent explains it to the model as cut off (the text path's rule), not as
+    arguments that are "not a JSON object"."""
+    out = text
+    for c in calls:
+        out += '\n<tool_call>\n{"name": ' + json.dumps(c["name"]) + ', "arguments": ' + c["arguments"]
+        if c is not calls[-1]:
+            out += "}\n</tool_call>"
+    return out

@@ -1,0 +1,72 @@
+"""`clover acp`: Clover as an Agent Client Protocol agent on stdin/stdout, for editors that
+speak ACP (Zed's `agent_servers`, JetBrains, Toad). See docs/acp.md for the editor settings.
+
+stdout carries only the protocol: anything else that writes to the process's stdout (a library's
+progress line) goes to stderr instead.
+"""
+from __future__ import annotations
+
+import sys
+
+import click
+
+
+@click.command("acp")
+@click.option("--model", "model", default=None,
+              help="Model spec (tiny, DIR, hf:ORG/NAME, smollm2, openai:URL#MODEL, replay:FILE).")
+@click.option("--approval", type=click.Choice(["ask", "auto-edit", "yolo", "read-only"]), default="ask",
+              show_default=True, help="ask: the editor is asked (session/request_permission) for edits and shell.")
+@click.option("--threshold", type=click.FloatRange(0.0, 1.0), default=None, help="Commit threshold for block diffusion.")
+@click.option("--api-key-env", default=None, metavar="NAME", help="Environment variable holding the API key (openai: models).")
+@click.option("--context-window", type=click.IntRange(256), default=None, help="The model's context window in tokens.")
+def acp(model, approval, threshold, api_key_env, context_window) -> None:
+    """Serve the agent over ACP (JSON-RPC on stdio) until the editor closes the connection."""
+    import asyncio
+    import os
+
+    from clover_cli.config import ConfigError, load_config
+
+    try:
+        defaults = load_config(None)  # the user's file only: the repository comes per session
+    except ConfigError as e:
+        click.echo(f"clover acp: error: {e}", err=True)
+        sys.exit(2)
+    from clover_cli.agent import Agent, AgentConfig
+    from clover_cli.agent.backends import BackendError, make_backend
+    from clover_cli.engine.spec import SpecError
+
+    opts: dict = {"threshold": defaults.threshold if threshold is None else threshold}
+    if api_key_env:
+        opts["api_key_env"] = api_key_env
+    try:
+        backend = make_backend(model or defaults.model, **opts)
+    except (SpecError, BackendError) as e:
+        click.echo(f"clover acp: error: {e}", err=True)
+        sys.exit(2)
+    extra = {"context_window": context_window} if context_window else {}
+
+    def make_agent(root):
+        return Agent(backend, AgentConfig(root=root, approval=approval, meta={"command": "acp"}, **extra))
+
+    from acp import run_agent
+    from acp.stdio import stdio_streams
+
+    from clover_cli import __version__
+    from clover_cli.agent.acp.server import CloverAcpAgent
+
+    async def serve() -> None:
+        protocol = os.fdopen(os.dup(1), "wb", buffering=0)
+        os.dup2(2, 1)  # stray writes to fd 1 now land on stderr
+        sys.stdout = protocol  # stdio_streams opens the protocol pipe from sys.stdout
+        try:
+            reader, writer = await stdio_streams()
+        finally:
+            sys.stdout = sys.stderr
+        await run_agent(CloverAcpAgent(make_agent, __version__), writer, reader)
+
+    try:
+        asyncio.run(serve())
+    except KeyboardInterrupt:
+        pass
+    finally:
+        backend.close()

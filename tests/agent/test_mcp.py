@@ -1,0 +1,125 @@
+"""MCP client: a real MCP server written with the `mcp` SDK (tests/agent/mcp_server.py, stdio),
+declared in the user config, whose tools a scripted model calls through `clover run`, with the
+approval mode honoured; config errors; a repository cannot add servers."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clover_cli.agent.mcp import McpConfigError, load_servers
+from clover_cli.agent.mcp.config import servers_from
+
+from .helpers import call, make_repo, replay
+
+SERVER = Path(__file__).with_name("mcp_server.py")
+
+
+def clover(*args, cwd=None, timeout=180):
+    return subprocess.run([sys.executable, "-m", "clover_cli.cli", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=timeout, env=os.environ.copy())
+
+
+def _configure(notes: Path) -> Path:
+    path = Path(os.environ["XDG_CONFIG_HOME"]) / "clover" / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'[mcp.servers.notes]\ncommand = {json.dumps(sys.executable)}\n'
+                    f'args = [{json.dumps(str(SERVER))}, {json.dumps(str(notes))}]\ntimeout = 90\n')
+    return path
+
+
+def test_config_entries_are_checked():
+    ok = servers_from({"mcp": {"servers": {"a": {"command": "srv", "args": ["-x"], "env": {"K": "v"}},
+                                           "b": {"url": "http://127.0.0.1:9/mcp"}}}})
+    assert ok["a"].transport == "stdio" and ok["a"].args == ("-x",) and ok["b"].transport == "http"
+    bad = [{"a": {}}, {"a": {"command": "x", "url": "http://h"}}, {"a": {"command": "x", "args": "y"}},
+           {"a": {"url": "ftp://h"}}, {"a b": {"command": "x"}}, {"a": {"command": "x", "colour": 1}},
+           {"a": {"command": "x", "timeout": -1}}]
+    for servers in bad:
+        with pytest.raises(McpConfigError) as exc:
+            servers_from({"mcp": {"servers": servers}}, "config.toml")
+        assert "\n" not in str(exc.value) and "config.toml" in str(exc.value)
+
+
+def test_no_config_means_no_servers_and_a_repository_cannot_add_any(tmp_path):
+    assert load_servers() == {}
+    repo = make_repo(tmp_path / "repo", git=False)
+    (repo / ".clover").mkdir()
+    (repo / ".clover" / "config.toml").write_text('[mcp.servers.evil]\ncommand = "touch"\nargs = ["/tmp/x"]\n')
+    p = clover("mcp", "list", cwd=repo)
+    assert p.returncode == 0 and "No MCP servers configured" in p.stdout
+    bad = Path(os.environ["XDG_CONFIG_HOME"]) / "clover" / "config.toml"
+    bad.parent.mkdir(parents=True, exist_ok=True)
+    bad.write_text("[mcp.servers.x]\nargs = [1]\n")
+    p = clover("mcp", "list")
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+
+
+@pytest.mark.slow
+def test_mcp_list_shows_servers_and_tools(tmp_path):
+    _configure(tmp_path)
+    p = clover("mcp", "list")
+    assert p.returncode == 0, p.stderr
+    assert "notes  (stdio:" in p.stdout and "3 tools" in p.stdout
+    lines = {ln.split()[0]: ln for ln in p.stdout.splitlines() if ln.startswith("  ")}
+    assert "read-only" in lines["notes.lookup_word"] and "writes" in lines["notes.save_note"]
+
+
+@pytest.mark.slow
+def test_a_scripted_model_calls_mcp_tools_through_clover_run(tmp_path):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    _configure(notes)
+    repo = make_repo(tmp_path / "repo", git=False)
+    spec = replay(tmp_path, [call("notes.lookup_word", word="clover"),
+                             call("notes.save_note", title="x", text="hello"),
+                             call("notes.broken_tool"),
+                             "Clover is a small plant."])
+    p = clover("run", "what is clover?", "--model", spec, "--root", str(repo), "--json",
+               "--approval", "read-only")
+    assert p.returncode == 0, p.stderr
+    events = [json.loads(line) for line in p.stdout.splitlines()]
+    results = [(e["name"], e["ok"], e["output"]) for e in events if e["type"] == "tool_result"]
+    assert results[0] == ("notes.lookup_word", True, "a small plant with three leaves")
+    assert results[1][0] == "notes.save_note" and not results[1][1]  # read-only: refused
+    assert "read-only" in results[1][2].lower() or "not allowed" in results[1][2].lower()
+    assert not (notes / "x.txt").exists()
+    assert results[2][0] == "notes.broken_tool" and not results[2][1]  # the failure, as a tool error
+    assert events[-1]["type"] == "turn_end" and events[-1]["final_text"] == "Clover is a small plant."
+    # the same call runs when the mode allows edits
+    spec = replay(tmp_path, [call("notes.save_note", title="x", text="hello"), "Saved."], "two.json")
+    p = clover("run", "save it", "--model", spec, "--root", str(repo), "--json")
+    assert p.returncode == 0, p.stderr
+    assert (notes / "x.txt").read_text() == "hello"
+
+
+@pytest.mark.slow
+def test_a_streamable_http_server(tmp_path):
+    import socket
+    import time
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, str(SERVER), str(tmp_path), str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        path = Path(os.environ["XDG_CONFIG_HOME"]) / "clover" / "config.toml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f'[mcp.servers.web]\nurl = "http://127.0.0.1:{port}/mcp"\n')
+        p = clover("mcp", "list", "--json")
+        assert p.returncode == 0, p.stdout + p.stderr
+        info = json.loads(p.stdout)
+        assert info["transport"] == "http" and info["error"] is None
+        assert {t["name"]: t["read_only"] for t in info["tools"]}["web.lookup_word"] is True
+    finally:
+        proc.terminate()
+        proc.wait(10)
