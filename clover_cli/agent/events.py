@@ -97,7 +97,7 @@ class AgentError:
 
 @dataclass(frozen=True)
 class TurnFinished:
-    reason: Literal["done", "max_steps", "format_errors", "errors", "cancelled", "error"]
+    reason: Literal["done", "max_steps", "format_errors", "errors", "cancelled", "error", "truncated"]
     final_text: str
     stats: Mapping[str, Any] = field(default_factory=dict)  # tpf, tokens_per_second, tokens, ...
 

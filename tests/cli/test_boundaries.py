@@ -1,49 +1,128 @@
-"""DESIGN.md section 2: the headless core imports no textual/rich, and imports point one way
-(tui -> agent -> tools, agent -> engine -> kernels)."""
+"""docs/design.md, Boundaries: which layer may import which, counting function-level imports, and
+no textual/rich in the headless core. The checker walks every import statement with `ast`, so an
+import hidden inside a function is caught as surely as one at the top of a module."""
 from __future__ import annotations
 
-import re
+import ast
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-UI_IMPORT = re.compile(r"^\s*(from|import)\s+(textual|rich)\b", re.M)
+
+# Source folder -> the installed package it becomes (setup.py's mapping).
+FOLDERS = {"engine": "clover_cli.engine", "kernels": "clover_cli.kernels",
+           "tools": "clover_cli.tools", "clover_cli": "clover_cli"}
+LAYERS = ("engine", "kernels", "tools", "agent", "tui", "training")
+# layer -> the layers it may import (itself included). Everything else in clover_cli
+# (cli, commands, modes, config, bench, ...) is the application layer and may import anything.
+ALLOWED = {
+    "engine": {"engine", "kernels"},
+    "kernels": {"kernels"},
+    "tools": {"tools"},
+    "agent": {"agent", "engine", "tools"},
+    "tui": {"tui", "agent"},
+    "training": {"training", "engine", "agent", "tools"},
+}
+UI_LIBRARIES = ("textual", "rich")
+HEADLESS = ("engine", "kernels", "tools", "agent", "training")
 
 
-def _sources(*folders: str):
-    for folder in folders:
-        yield from sorted((ROOT / folder).rglob("*.py"))
+def layer_of(module: str) -> str | None:
+    """'clover_cli.engine.loader' -> 'engine'; 'clover_cli.modes.fix' or 'clover_cli' -> 'app';
+    anything outside clover_cli -> None."""
+    parts = module.split(".")
+    if parts[0] != "clover_cli":
+        return None
+    if len(parts) > 1 and parts[1] in LAYERS:
+        return parts[1]
+    return "app"
 
 
-def _imports(path: Path, package: str) -> bool:
-    return re.search(rf"^\s*(from|import)\s+{re.escape(package)}\b", path.read_text(), re.M) is not None
+def _module_name(root: Path, path: Path) -> str | None:
+    rel = path.relative_to(root)
+    package = FOLDERS.get(rel.parts[0])
+    if package is None:
+        return None
+    parts = [*package.split("."), *rel.parts[1:]]
+    parts[-1] = parts[-1][:-3]
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
 
 
-def test_headless_core_has_no_ui_imports():
-    offenders = [str(p.relative_to(ROOT)) for p in
-                 _sources("engine", "kernels", "tools", "clover_cli/agent", "clover_cli/modes")
-                 if UI_IMPORT.search(p.read_text())]
-    assert offenders == []
+def _imported(module: str, is_package: bool, node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    assert isinstance(node, ast.ImportFrom)
+    if node.level:
+        base = module.split(".") if is_package else module.split(".")[:-1]
+        base = base[:len(base) - (node.level - 1)]
+        target = ".".join(base + ([node.module] if node.module else []))
+    else:
+        target = node.module or ""
+    if node.module is None or node.level:
+        # `from . import x` may name submodules: count each as imported.
+        return [target] + [f"{target}.{alias.name}" for alias in node.names]
+    return [target] + [f"{target}.{alias.name}" for alias in node.names]
 
 
-def test_dependency_direction():
-    """engine/training is exempt from the engine's rule: the trainer's data generator runs the
-    real tools and renders the agent's prompt (issue 5); the decoding engine never does."""
-    wrong = []
-    for p in _sources("engine", "kernels"):
-        if "training" in p.relative_to(ROOT).parts:
-            continue
-        for pkg in ("clover_cli.agent", "clover_cli.tools", "clover_cli.tui", "clover_cli.modes"):
-            if _imports(p, pkg):
-                wrong.append(f"{p.relative_to(ROOT)} imports {pkg}")
-    for p in _sources("kernels"):
-        if _imports(p, "clover_cli.engine"):
-            wrong.append(f"{p.relative_to(ROOT)} imports clover_cli.engine")
-    for p in _sources("tools", "clover_cli/agent"):
-        if _imports(p, "clover_cli.tui"):
-            wrong.append(f"{p.relative_to(ROOT)} imports clover_cli.tui")
-    assert wrong == []
+def violations(root: Path) -> list[str]:
+    """Every import in the tree at `root` that breaks ALLOWED or the headless rule."""
+    found = []
+    for folder in FOLDERS:
+        for path in sorted((root / folder).rglob("*.py")):
+            module = _module_name(root, path)
+            layer = layer_of(module) if module else None
+            if layer is None or layer == "app":
+                continue
+            tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+            for node in ast.walk(tree):
+                if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                    continue
+                for name in _imported(module, path.name == "__init__.py", node):
+                    top = name.split(".")[0]
+                    where = f"{path.relative_to(root)}:{node.lineno}"
+                    if top in UI_LIBRARIES and layer in HEADLESS:
+                        found.append(f"{where} ({layer}) imports {name}")
+                    target = layer_of(name)
+                    if target is not None and target not in ALLOWED[layer]:
+                        found.append(f"{where} ({layer}) imports {name} ({target})")
+    return sorted(set(found))
+
+
+def test_the_tree_keeps_every_boundary():
+    assert violations(ROOT) == []
+
+
+def _copy(tmp_path: Path) -> Path:
+    copy = tmp_path / "tree"
+    for folder in FOLDERS:
+        shutil.copytree(ROOT / folder, copy / folder,
+                        ignore=shutil.ignore_patterns("__pycache__", "bundled", "*.safetensors"))
+    return copy
+
+
+def test_a_planted_function_level_import_is_caught(tmp_path):
+    """The checker is not vacuous: an upward import hidden in a function, a relative import
+    reaching out of tools, a TUI reaching into tools, and textual in the agent are each found."""
+    copy = _copy(tmp_path)
+    plants = {
+        "engine/planted.py": "def f():\n    from clover_cli.agent import parsing\n",
+        "tools/planted.py": "def f():\n    from ..agent import events\n",
+        "clover_cli/tui/planted.py": "from clover_cli.tools import gitutil\n",
+        "clover_cli/agent/planted.py": "def f():\n    import textual\n",
+        "kernels/planted.py": "import clover_cli.engine.decode\n",
+        "clover_cli/training/planted.py": "from clover_cli.modes import fix\n",
+        "engine/planted_top.py": "import clover_cli\n",
+    }
+    assert violations(copy) == []
+    for rel, text in plants.items():
+        (copy / rel).write_text(text)
+    found = "\n".join(violations(copy))
+    for rel in plants:
+        assert rel in found, f"{rel} not caught:\n{found}"
 
 
 def test_importing_the_core_loads_no_ui_library():
