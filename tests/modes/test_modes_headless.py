@@ -10,7 +10,8 @@ from modes_helpers import FIXED, add_test_patch, make_calc_repo, tool_call, writ
 from clover_cli.agent import Agent, AgentConfig
 from clover_cli.agent.backends.base import Completion
 from clover_cli.agent.backends.replay import ReplayBackend
-from clover_cli.modes.headless import BackendProvider, LockedBackend, drive_turn
+from clover_cli.agent.backends.lifetime import BackendProvider, LockedBackend
+from clover_cli.modes.headless import drive_turn
 from clover_cli.modes.swebench import BatchOptions, run_batch
 
 
