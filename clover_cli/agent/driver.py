@@ -7,6 +7,7 @@ the TUI:
 
 - events are forwarded, in order, to `on_event` (called on the worker thread: the TUI posts a
   message from there) and to a queue read by `events()` (the caller's thread: `clover run`);
+  `on_end(finished)` is called once after the last one (the TUI's "idle again");
 - `approve(request)`, when given, answers every approval before the event is forwarded (the
   request's future is then done, so a consumer can read the decision); without it the consumer
   answers the future itself (the TUI's dialog);
@@ -56,11 +57,13 @@ class TurnDriver:
     """
 
     def __init__(self, agent: Any, *, approve: Callable[[ApprovalRequested], ApprovalAnswer] | None = None,
-                 on_event: Callable[[AgentEvent], None] | None = None, grace: float = DEFAULT_GRACE,
+                 on_event: Callable[[AgentEvent], None] | None = None,
+                 on_end: Callable[[TurnFinished | None], None] | None = None, grace: float = DEFAULT_GRACE,
                  name: str = "clover-turn") -> None:
         self.agent = agent
         self.approve = approve
         self.on_event = on_event
+        self.on_end = on_end  # called once, after the last event (None: a source without TurnFinished)
         self.grace = grace
         self.name = name
         self.finished: TurnFinished | None = None  # the one TurnFinished, once emitted
@@ -122,7 +125,7 @@ class TurnDriver:
                 self._ended.set()
             if not ended:  # a source that yields no TurnFinished (compaction)
                 self._queue.put(_END)
-                self._done.set()
+                self._end()
 
     def _on_approval(self, request: ApprovalRequested) -> None:
         if self._cancelled.is_set():
@@ -150,7 +153,7 @@ class TurnDriver:
                 raise
         finally:
             if final:
-                self._done.set()
+                self._end()
 
     # -- control --------------------------------------------------------------------------------
     def cancel(self) -> None:
@@ -185,6 +188,16 @@ class TurnDriver:
         try:
             if self.on_event is not None:
                 self.on_event(finished)
+        except Exception:
+            pass
+        finally:
+            self._end()
+
+    def _end(self) -> None:
+        """Once per driver: `on_end`, then wake `wait()`."""
+        try:
+            if self.on_end is not None:
+                self.on_end(self.finished)
         except Exception:
             pass
         finally:

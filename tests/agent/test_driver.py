@@ -30,9 +30,11 @@ def _slow_agent(tmp_path, delay=20.0):
 def test_events_arrive_in_order_and_end_with_one_turn_finished(tmp_path):
     agent = new_agent(make_repo(tmp_path / "repo", git=False),
                       ["Reading. " + call("read_file", path="calc.py"), "It subtracts."])
-    seen_by_callback = []
-    driver = TurnDriver(agent, on_event=seen_by_callback.append).start("look")
+    seen_by_callback, ends = [], []
+    driver = TurnDriver(agent, on_event=seen_by_callback.append, on_end=ends.append).start("look")
     events = list(driver.events())
+    driver.wait(5)
+    assert ends == [events[-1]]                            # once, after the last event
     assert isinstance(events[0], TurnStarted) and isinstance(events[-1], TurnFinished)
     assert [type(e) for e in events].count(TurnFinished) == 1
     assert events == seen_by_callback                      # the callback saw the same, in order
@@ -43,7 +45,8 @@ def test_events_arrive_in_order_and_end_with_one_turn_finished(tmp_path):
 
 def test_cancel_of_a_step_that_cannot_be_interrupted_ends_within_the_grace(tmp_path):
     agent = _slow_agent(tmp_path)
-    driver = TurnDriver(agent, grace=0.5).start("wait")
+    ends = []
+    driver = TurnDriver(agent, grace=0.5, on_end=ends.append).start("wait")
     stream = driver.events()
     assert isinstance(next(stream), TurnStarted)
     assert isinstance(next(stream), BlockText)             # the model is in its 20 s sleep now
@@ -54,7 +57,7 @@ def test_cancel_of_a_step_that_cannot_be_interrupted_ends_within_the_grace(tmp_p
     assert took < 2.0, took                                # not the 20 s the step takes
     assert isinstance(rest[-1], TurnFinished) and rest[-1].reason == "cancelled"
     assert rest[-1].stats.get("abandoned") is True
-    assert driver.finished is rest[-1] and not driver.running
+    assert driver.wait(1) is rest[-1] and not driver.running and ends == [rest[-1]]
     # the abandoned worker still holds the agent: a new turn says so as an event, not a traceback
     again = TurnDriver(agent).start("again")
     events = list(again.events())
@@ -151,9 +154,10 @@ def test_failures_become_an_error_event_and_the_turn_end(tmp_path):
 
 def test_a_source_without_turn_finished_just_ends(tmp_path):
     agent = new_agent(make_repo(tmp_path / "repo", git=False), ["hi"])
-    driver = TurnDriver(agent).start(source=lambda: iter([BlockText("x", 0)]))
+    ends = []
+    driver = TurnDriver(agent, on_end=ends.append).start(source=lambda: iter([BlockText("x", 0)]))
     assert [e.text for e in driver.events()] == ["x"]
-    assert driver.wait(1) is None and not driver.running
+    assert driver.wait(1) is None and not driver.running and ends == [None]
 
 
 def test_run_reraises_ctrl_c_after_cancelling(tmp_path):
