@@ -75,5 +75,3 @@ def drive_turn(agent, text: str, *, log: TextIO | None = None,
     return record
 
 
-# the driver already runs every turn on a worker thread and handles Ctrl+C
-drive_turn_interruptibly = drive_turn
