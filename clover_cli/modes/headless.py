@@ -73,5 +73,3 @@ def drive_turn(agent, text: str, *, log: TextIO | None = None,
                         grace=grace, name="clover-headless-turn")
     driver.run(text)
     return record
-
-
