@@ -134,6 +134,8 @@ class TurnDriver:
             _answer(request, self.approve(request))
         else:
             self._pending = [r for r in self._pending if not r.future.done()] + [request]
+            if self._cancelled.is_set():  # a cancel that came while it was being added
+                _answer(request, ApprovalAnswer("no", INTERRUPTED))
 
     def _emit(self, event: AgentEvent, quiet: bool = False) -> None:
         with self._lock:
