@@ -128,3 +128,21 @@ def test_the_default_threshold_is_written_once_and_checked_alike():
                 yield from ()
 
         _Bare(threshold=0)
+
+
+@pytest.mark.parametrize("name", ["chat", "run", "fix", "trust", "undo", "tool"])
+def test_commands_take_shared_options_from_the_one_declaration(name):
+    """A shared option on a command is options.py's (its value goes to ctx.obj), and no command
+    reads the group's values back from the parent context."""
+    import importlib
+
+    from clover_cli.cli import COMMANDS
+    from clover_cli.commands import options
+
+    module = importlib.import_module(f"clover_cli.commands.{COMMANDS[name][0]}")
+    command = getattr(module, COMMANDS[name][1])
+    shared = {"model", "root", "approval", "threshold", "continue_", "session_id"}
+    for param in command.params:
+        if param.name in shared:
+            assert param.expose_value is False and param.callback.__module__ == options.__name__, param.name
+    assert "parent.params" not in inspect.getsource(module)
