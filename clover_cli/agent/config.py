@@ -5,6 +5,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# the engine's threshold default and its one check, re-exported for front ends that may import the
+# agent but not the engine (the TUI: docs/design.md, boundaries)
+from clover_cli.engine.config import DEFAULT_THRESHOLD, check_threshold  # noqa: F401
+
 # The approval modes, written once (docs/design.md, "Agent"; docs/security.md): least to most
 # permissive, the order in which a trusted repository may lower but never raise the mode.
 APPROVAL_ORDER = ("read-only", "ask", "auto-edit", "yolo")
