@@ -10,6 +10,9 @@ import importlib
 
 import click
 
+from clover_cli.commands.options import (approval_option, model_option, root_option, session_options,
+                                         threshold_option)
+
 # name -> (module under clover_cli.commands, attribute, one-line help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "chat": ("chat_cmd", "chat", "Open the interactive TUI (the default when no command is given)."),
@@ -48,23 +51,21 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, invoke_without_command=True,
              context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--model", "model", default=None, help="Model spec (default: the bundled tiny model).")
-@click.option("--root", type=click.Path(file_okay=False), default=None, help="Repository root (default: cwd).")
-@click.option("--approval", type=click.Choice(["ask", "auto-edit", "yolo", "read-only"]), default=None,
-              help="Approval mode for edits and shell commands.")
-@click.option("--continue", "continue_", is_flag=True, help="Resume the last session.")
-@click.option("--session", "session_id", default=None, help="Resume the session with this id.")
+@model_option()
+@root_option()
+@approval_option()
+@threshold_option()
+@session_options()
 @click.version_option(package_name="clover-cli", prog_name="clover")
 @click.pass_context
-def cli(ctx: click.Context, model, root, approval, continue_, session_id) -> None:
+def cli(ctx: click.Context) -> None:
     """Clover: a terminal coding assistant on an in-process block-diffusion engine.
 
-    Run `clover` in a repository to open the TUI; `clover COMMAND --help` for the rest.
+    Run `clover` in a repository to open the TUI; `clover COMMAND --help` for the rest. The
+    options above may also follow the command (`clover run --model X` = `clover --model X run`).
     """
     if ctx.invoked_subcommand is None:
-        chat = cli.get_command(ctx, "chat")
-        ctx.invoke(chat, model=model, root=root, approval=approval,
-                   continue_=continue_, session_id=session_id)
+        ctx.invoke(cli.get_command(ctx, "chat"))  # the options travel on ctx.obj (commands/options.py)
 
 
 def main() -> None:

@@ -21,7 +21,9 @@ flag it came from. Example file::
     threshold = 0.95          # block-diffusion commit threshold, 0 < t <= 1
     test_cmd = "tox -e py311 -- {test}"   # `clover fix`'s test command (docs/modes.md)
 
-Only the standard library is imported here, so the CLI stays fast.
+Only the standard library and two constant modules (the approval modes from
+clover_cli/agent/config.py, the threshold and its check from engine/config.py) are imported here,
+so the CLI stays fast.
 """
 from __future__ import annotations
 
@@ -32,10 +34,10 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from clover_cli.agent.config import APPROVAL_MODES, APPROVAL_ORDER, DEFAULT_APPROVAL
+from clover_cli.engine.config import DEFAULT_THRESHOLD, check_threshold
 from clover_cli.trust import TrustStore, config_home
 
-APPROVAL_MODES = ("ask", "auto-edit", "yolo", "read-only")
-APPROVAL_ORDER = ("read-only", "ask", "auto-edit", "yolo")  # least to most permissive
 MAX_CONFIG_BYTES = 256 * 1024
 KEYS = ("model", "approval", "threshold", "test_cmd")
 
@@ -49,8 +51,8 @@ class CloverConfig:
     """Resolved settings for a session; the field defaults are Clover's defaults."""
 
     model: str = "tiny"
-    approval: str = "ask"
-    threshold: float = 0.95
+    approval: str = DEFAULT_APPROVAL
+    threshold: float = DEFAULT_THRESHOLD
     test_cmd: str | None = None
 
     def __post_init__(self) -> None:
@@ -58,11 +60,10 @@ class CloverConfig:
             raise ConfigError("model must be a non-empty string")
         if self.approval not in APPROVAL_MODES:
             raise ConfigError(f"approval must be one of {', '.join(APPROVAL_MODES)}, got {self.approval!r}")
-        if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float)):
-            raise ConfigError(f"threshold must be a number, got {self.threshold!r}")
-        if not 0.0 < float(self.threshold) <= 1.0:
-            raise ConfigError(f"threshold must be in (0, 1], got {self.threshold}")
-        object.__setattr__(self, "threshold", float(self.threshold))
+        try:  # the engine's one check of a threshold: (0, 1]
+            object.__setattr__(self, "threshold", check_threshold(self.threshold))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         if self.test_cmd is not None and (not isinstance(self.test_cmd, str)
                                           or not self.test_cmd.strip()):
             raise ConfigError("test_cmd must be a non-empty string")

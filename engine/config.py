@@ -3,12 +3,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The block-diffusion commit threshold (docs/design.md, "Engine"): every default in Clover refers
+# to this one, and every check of a threshold is `check_threshold`'s (0, 1].
+DEFAULT_THRESHOLD = 0.95
+
+
+def check_threshold(value: object) -> float:
+    """`value` as a float if it is a number in (0, 1]; else ValueError with a one-line reason."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"threshold must be a number, got {value!r}")
+    if not 0.0 < float(value) <= 1.0:
+        raise ValueError(f"threshold must be in (0, 1], got {value}")
+    return float(value)
+
 
 @dataclass
 class GenerationConfig:
     max_new_tokens: int = 256
     block_size: int | None = None  # None: the model's own block size
-    threshold: float = 0.95  # commit masked positions with confidence strictly above this
+    threshold: float = DEFAULT_THRESHOLD  # commit masked positions with confidence strictly above this
     temperature: float = 0.0  # 0: greedy
     top_p: float = 1.0
     seed: int | None = None
@@ -23,8 +36,7 @@ class GenerationConfig:
             raise ValueError("max_new_tokens must be >= 1")
         if self.block_size is not None and not 1 <= self.block_size <= 1024:
             raise ValueError("block_size must be between 1 and 1024")
-        if not 0.0 <= self.threshold <= 1.0:
-            raise ValueError("threshold must be between 0 and 1")
+        self.threshold = check_threshold(self.threshold)
         if self.temperature < 0:
             raise ValueError("temperature must be >= 0")
         if not 0.0 < self.top_p <= 1.0:

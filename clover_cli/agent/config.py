@@ -5,7 +5,16 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-APPROVAL_MODES = ("ask", "auto-edit", "yolo", "read-only")
+# the engine's threshold default and its one check, re-exported for front ends that may import the
+# agent but not the engine (the TUI: docs/design.md, boundaries)
+from clover_cli.engine.config import DEFAULT_THRESHOLD, check_threshold  # noqa: F401
+
+# The approval modes, written once (docs/design.md, "Agent"; docs/security.md): least to most
+# permissive, the order in which a trusted repository may lower but never raise the mode.
+APPROVAL_ORDER = ("read-only", "ask", "auto-edit", "yolo")
+DEFAULT_APPROVAL = "ask"
+APPROVAL_MODES = APPROVAL_ORDER[1:] + APPROVAL_ORDER[:1]  # as listed to users: ask ... read-only
+HEADLESS_APPROVAL_MODES = tuple(m for m in APPROVAL_MODES if m != "ask")  # nobody to ask in `clover run`
 
 
 @dataclass
@@ -19,7 +28,7 @@ class AgentConfig:
     """
 
     root: Path
-    approval: str = "ask"
+    approval: str = DEFAULT_APPROVAL
     max_steps: int = 30
     max_format_errors: int = 3
     shell_allow: tuple[str, ...] = ()

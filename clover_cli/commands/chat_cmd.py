@@ -10,18 +10,18 @@ from pathlib import Path
 
 import click
 
+from clover_cli.commands.options import (approval_option, command_line, model_option, root_option,
+                                         session_options, threshold_option)
+
 
 @click.command("chat")
-@click.option("--model", "model", default=None,
-              help="Model spec: tiny, a checkpoint dir, hf:ORG/NAME, smollm2, openai:URL#MODEL, replay:FILE.")
-@click.option("--root", type=click.Path(file_okay=False), default=None, help="Repository root (default: cwd).")
-@click.option("--approval", type=click.Choice(["ask", "auto-edit", "yolo", "read-only"]), default=None,
-              help="Approval mode for edits and shell commands (default: ask).")
-@click.option("--threshold", type=float, default=None, help="Block-diffusion commit threshold (0 < t <= 1).")
-@click.option("--continue", "continue_", is_flag=True, help="Resume the last session in this repository.")
-@click.option("--session", "session_id", default=None, help="Resume the session with this id.")
-def chat(model: str | None, root: str | None, approval: str | None, continue_: bool,
-         session_id: str | None, threshold: float | None = None) -> None:
+@model_option()
+@root_option()
+@approval_option()
+@threshold_option()
+@session_options()
+@click.pass_context
+def chat(ctx: click.Context) -> None:
     """Open the interactive TUI in the repository ROOT.
 
     Settings come from ~/.config/clover/config.toml and, once you trust the repository
@@ -30,15 +30,16 @@ def chat(model: str | None, root: str | None, approval: str | None, continue_: b
     """
     from clover_cli.config import ConfigError, load_settings
 
-    root_path = Path(root or ".").expanduser().resolve()
+    line = command_line(ctx)
+    root_path = line.root_path().resolve()
     if not root_path.is_dir():
         raise click.BadParameter(f"{root_path} is not a directory", param_hint="--root")
-    if continue_ and session_id:
+    if line.continue_ and line.session_id:
         raise click.UsageError("use either --continue or --session, not both")
     trusted = ask_trust(root_path)
     try:
-        settings = load_settings(root_path, dict(model=model, approval=approval, threshold=threshold),
-                                 needed=("model", "approval", "threshold"), trusted=trusted)
+        settings = load_settings(root_path, line.flags(), needed=("model", "approval", "threshold"),
+                                 trusted=trusted)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
     for warning in settings.warnings:
@@ -49,11 +50,11 @@ def chat(model: str | None, root: str | None, approval: str | None, continue_: b
     from clover_cli.tui.bridge import SessionOptions
 
     options = SessionOptions(model=cfg.model, root=root_path, approval=cfg.approval,
-                             threshold=cfg.threshold, resume="last" if continue_ else session_id)
+                             threshold=cfg.threshold, resume="last" if line.continue_ else line.session_id)
     result = CloverApp(options).run()
     if result and result.get("session_id"):
         click.echo(f"Session {result['session_id']} saved to {result['session_path']}")
-        click.echo("Resume it with: clover --continue" + (f" --root {root_path}" if root else ""))
+        click.echo("Resume it with: clover --continue" + (f" --root {root_path}" if line.root else ""))
 
 
 def ask_trust(root: Path, stdin=None, stdout=None) -> bool | None:

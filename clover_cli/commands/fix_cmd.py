@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from clover_cli.commands.options import command_line, model_option, root_option
 from clover_cli.termsafe import clean_line, clean_text
 
 
@@ -20,15 +21,16 @@ def _fail(message: str) -> None:
               help="Test command with a {test} placeholder (default: `test_cmd` in ~/.config/clover/config.toml or a trusted repository's .clover/config.toml, "
                    "else `python -m pytest -x -q -p no:cacheprovider -o addopts= {test}`, whose JUnit report must show the test "
                    "ran and passed; a custom command passes on exit code 0).")
-@click.option("--model", "model", default=None, help="Model spec (default: `model` in your config or a trusted repository's .clover/config.toml, else the bundled tiny model).")
-@click.option("--root", default=None, type=click.Path(), help="Repository root (default: cwd).")
+@model_option("Model spec (default: `model` in your config or a trusted repository's .clover/config.toml, "
+              "else the bundled tiny model).")
+@root_option()
 @click.option("--attempts", default=3, show_default=True, type=int, help="Agent turns before giving up.")
 @click.option("--max-steps", default=30, show_default=True, type=int, help="Tool steps per agent turn.")
 @click.option("--max-new-tokens", default=None, type=int, help="Tokens per model call (default: the agent's).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the outcome.")
 @click.option("--allow-test-edits", is_flag=True, help="Let the agent change the test file(s), conftest.py and pytest config files.")
 @click.pass_context
-def fix(ctx: click.Context, test, test_cmd, model, root, attempts, max_steps, max_new_tokens, as_json,
+def fix(ctx: click.Context, test, test_cmd, attempts, max_steps, max_new_tokens, as_json,
         allow_test_edits) -> None:
     """Make the failing TEST pass; the test is re-run by clover itself after each agent turn.
 
@@ -38,18 +40,15 @@ def fix(ctx: click.Context, test, test_cmd, model, root, attempts, max_steps, ma
     pytest's config files cannot be changed unless --allow-test-edits. Ctrl-C stops the agent
     and its running command (exit 130).
     """
-    from pathlib import Path
-
     from clover_cli.config import ConfigError, load_settings
     from clover_cli.engine.spec import SpecError, parse_spec
     from clover_cli.modes.fix import FixError, FixOptions, run_fix
 
-    parent = ctx.parent.params if ctx.parent is not None else {}
-    model = model or parent.get("model")
-    root = root or parent.get("root") or "."
-    if Path(root).is_dir():
+    line = command_line(ctx)  # the group's options and these, merged (commands/options.py)
+    model, root = line.model, line.root_path()
+    if root.is_dir():
         try:  # the one settings loader: the user's file, and the repository's only when trusted
-            settings = load_settings(Path(root), dict(model=model, test_cmd=test_cmd),
+            settings = load_settings(root, dict(model=model, test_cmd=test_cmd),
                                      needed=("model", "test_cmd"))
         except ConfigError as exc:
             _fail(str(exc))
@@ -58,7 +57,7 @@ def fix(ctx: click.Context, test, test_cmd, model, root, attempts, max_steps, ma
         model, test_cmd = settings.config.model, settings.config.test_cmd
     try:
         spec = parse_spec(model)
-        opts = FixOptions(test=test, root=Path(root), test_cmd=test_cmd, attempts=attempts,
+        opts = FixOptions(test=test, root=root, test_cmd=test_cmd, attempts=attempts,
                           max_steps=max_steps, allow_test_edits=allow_test_edits,
                           max_new_tokens=max_new_tokens)
     except (SpecError, FixError) as exc:

@@ -14,6 +14,9 @@ import sys
 
 import click
 
+from clover_cli.agent.config import HEADLESS_APPROVAL_MODES
+from clover_cli.commands.options import (approval_option, command_line, model_option, root_option,
+                                         session_options, threshold_option)
 from clover_cli.termsafe import StreamCleaner, clean_line, clean_text, json_line
 
 
@@ -24,35 +27,29 @@ def _fail_args(message: str) -> None:
 
 @click.command("run")
 @click.argument("task")
-@click.option("--model", "model", default=None, help="Model spec (tiny, DIR, hf:ORG/NAME, smollm2, openai:URL#MODEL, replay:FILE).")
-@click.option("--root", type=click.Path(), default=None, help="Repository root (default: cwd).")
-@click.option("--approval", type=click.Choice(["auto-edit", "yolo", "read-only"]), default=None,
-              help="auto-edit (default, unless the config file says otherwise): edits apply, shell only via --shell-allow; yolo: all; read-only: no writes.")
+@model_option()
+@root_option()
+@approval_option(HEADLESS_APPROVAL_MODES,
+                 help="auto-edit (default, unless the config file says otherwise): edits apply, shell only via "
+                      "--shell-allow; yolo: all; read-only: no writes.")
 @click.option("--max-steps", type=click.IntRange(1), default=30, show_default=True, help="Model steps before stopping.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line per event.")
 @click.option("--shell-allow", "shell_allow", multiple=True, metavar="PREFIX",
               help="Shell command prefix allowed without asking (repeatable), e.g. 'pytest'.")
 @click.option("--api-key-env", default=None, metavar="NAME", help="Environment variable holding the API key (openai: models).")
-@click.option("--threshold", type=float, default=None, help="Commit threshold for block diffusion (0 < t <= 1).")
+@threshold_option()
 @click.option("--max-new-tokens", type=click.IntRange(1), default=None, help="Token budget per model call.")
 @click.option("--context-window", type=click.IntRange(256), default=None,
               help="The model's context window in tokens (default: what an openai: server reports, else the model's).")
-@click.option("--continue", "continue_", is_flag=True, help="Continue the last session in this root.")
-@click.option("--session", "session_id", default=None, help="Continue the session with this id.")
+@session_options(continue_help="Continue the last session in this root.")
 @click.pass_context
-def run(ctx: click.Context, task, model, root, approval, max_steps, as_json, shell_allow, api_key_env,
-        threshold, max_new_tokens, continue_, session_id, context_window=None) -> None:
+def run(ctx: click.Context, task, max_steps, as_json, shell_allow, api_key_env, max_new_tokens,
+        context_window=None) -> None:
     """Run TASK with the agent until it answers, then exit."""
-    from pathlib import Path
-
     from clover_cli.config import ConfigError, load_settings
 
-    parent = ctx.parent.params if ctx.parent is not None else {}
-    model = model or parent.get("model")
-    root = Path(root or parent.get("root") or ".").expanduser()
-    approval = approval or {"ask": "auto-edit"}.get(parent.get("approval"), parent.get("approval"))
-    continue_ = continue_ or bool(parent.get("continue_"))
-    session_id = session_id or parent.get("session_id")
+    line = command_line(ctx)  # the group's options and these, merged (commands/options.py)
+    root = line.root_path()
     if not root.is_dir():
         _fail_args(f"root {str(root)!r} is not a directory")
     if not task.strip():
@@ -60,11 +57,10 @@ def run(ctx: click.Context, task, model, root, approval, max_steps, as_json, she
     # the one settings loader (clover_cli/config.py): the user's file and, only when the user trusts
     # the repository, its .clover/config.toml fill in what the command line leaves out (never
     # asked here: an untrusted repository's file is ignored with one warning); files are read only
-    # then, so a broken file does not stop a fully specified run. Their `ask` is the TUI's mode (a
-    # headless run cannot ask), so it means auto-edit here
+    # then, so a broken file does not stop a fully specified run. `ask` (the TUI's mode, from a
+    # file or `clover --approval ask run`) means auto-edit here: a headless run cannot ask
     try:
-        settings = load_settings(root, dict(model=model, approval=approval, threshold=threshold),
-                                 needed=("model", "approval", "threshold"))
+        settings = load_settings(root, line.flags(), needed=("model", "approval", "threshold"))
     except ConfigError as e:
         _fail_args(str(e))
     for warning in settings.warnings:
@@ -74,6 +70,7 @@ def run(ctx: click.Context, task, model, root, approval, max_steps, as_json, she
 
     from clover_cli.agent import Agent, AgentConfig
     from clover_cli.agent.backends import BackendError, make_backend
+    from clover_cli.agent.driver import TurnDriver
     from clover_cli.agent.session import SessionError
     from clover_cli.engine.spec import SpecError
 
@@ -90,34 +87,53 @@ def run(ctx: click.Context, task, model, root, approval, max_steps, as_json, she
     cfg = AgentConfig(root=root, approval=approval, max_steps=max_steps, shell_allow=tuple(shell_allow),
                       meta={"command": "run"}, **cfg_kw)
     try:
-        if continue_ or session_id:
-            agent = Agent.resume(backend, cfg, session_id or "last")
+        if line.continue_ or line.session_id:
+            agent = Agent.resume(backend, cfg, line.session_id or "last")
         else:
             agent = Agent(backend, cfg)
     except SessionError as e:
         _fail_args(str(e))
 
-    previous = signal.signal(signal.SIGINT, _Interrupts(agent))
+    # the one turn driver (clover_cli/agent/driver.py) runs the turn on a worker thread; this
+    # thread only prints, so Ctrl+C is handled at once even while the model or a tool is busy
+    driver = TurnDriver(agent, approve=_refuse(agent), name="clover-run-turn")
+    previous = signal.signal(signal.SIGINT, _Interrupts(driver))
     try:
-        reason = _drive(agent, task, as_json)
+        reason = _print_events(agent, driver.start(task).events(), as_json)
     finally:
         signal.signal(signal.SIGINT, previous)
         backend.close()
     sys.exit(0 if reason == "done" else 1)
 
 
-class _Interrupts:
-    """SIGINT: the first cancels the turn (it ends "cancelled", exit 1); the second exits at once
-    with 130; from then on the default handler kills the process even if Python is stuck."""
+def _refuse(agent):
+    """The approval answer of a non-interactive run: "no", telling the model why."""
+    from clover_cli.agent import events as ev
+    from clover_cli.agent.prompt_files import observation
 
-    def __init__(self, agent) -> None:
-        self.agent = agent
+    def approve(request):
+        if agent.policy.is_writing(request.name):
+            feedback = observation("run_no_edit", mode=agent.config.approval)
+        else:
+            feedback = observation("run_no_shell", allowed=", ".join(agent.config.shell_allow) or "none")
+        return ev.ApprovalAnswer("no", feedback)
+
+    return approve
+
+
+class _Interrupts:
+    """SIGINT: the first cancels the turn (it ends "cancelled", exit 1; a model step that does not
+    stop within the driver's grace is abandoned); the second exits at once with 130; from then on
+    the default handler kills the process even if Python is stuck."""
+
+    def __init__(self, driver) -> None:
+        self.driver = driver
         self.count = 0
 
     def __call__(self, *_: object) -> None:
         self.count += 1
         if self.count == 1:
-            self.agent.cancel()
+            self.driver.cancel()
             _say("\nclover run: cancelling (press Ctrl+C again to quit now)")
             return
         signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -137,41 +153,10 @@ def _say(message: str) -> None:
         pass
 
 
-def _turn_events(agent, task: str):
-    """The turn's events, produced by a worker thread: the main thread only waits (with a
-    timeout, so Ctrl+C is handled at once even while the model or a tool is busy)."""
-    import queue
-    import threading
-
-    from clover_cli.agent.queues import next_item
-
-    events: queue.Queue = queue.Queue()
-    end = object()
-
-    def work() -> None:
-        try:
-            for e in agent.run_turn(task):
-                events.put(e)
-        except BaseException as e:  # re-raised in the main thread
-            events.put(e)
-        finally:
-            events.put(end)
-
-    threading.Thread(target=work, name="clover-run-turn", daemon=True).start()
-    while True:
-        item = next_item(events, poll=0.1)
-        if item is end:
-            return
-        if isinstance(item, BaseException):
-            raise item
-        yield item
-
-
-def _drive(agent, task: str, as_json: bool) -> str:
-    """Runs the turn, printing events; returns the TurnFinished reason."""
+def _print_events(agent, events, as_json: bool) -> str:
+    """Prints the turn's events (approvals already answered); returns the TurnFinished reason."""
     from clover_cli.agent import events as ev
     from clover_cli.agent.backends.base import ThinkSplitter
-    from clover_cli.agent.prompt_files import observation
 
     out = sys.stdout
     at_line_start = True
@@ -198,16 +183,13 @@ def _drive(agent, task: str, as_json: bool) -> str:
             text("\n")
         text(s + "\n")
 
-    for e in _turn_events(agent, task):
+    for e in events:
         if isinstance(e, ev.ApprovalRequested):
-            if agent.policy.is_writing(e.name):
-                feedback = observation("run_no_edit", mode=agent.config.approval)
-            else:
-                feedback = observation("run_no_shell", allowed=", ".join(agent.config.shell_allow) or "none")
-            e.future.set_result(ev.ApprovalAnswer("no", feedback))
+            answer = e.future.result()  # answered by the driver (_refuse) before it got here
+            feedback = answer.feedback
             if as_json:
                 emit({"type": "approval", "call_id": e.call_id, "name": e.name, "summary": e.summary,
-                      "decision": "no", "reason": feedback})
+                      "decision": answer.decision, "reason": feedback})
             else:
                 summary = clean_text(e.summary).strip().splitlines()
                 line(f"! {clean_line(e.name)} needs approval; refused (non-interactive run): {summary[0] if summary else ''}")

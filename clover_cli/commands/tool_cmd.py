@@ -10,6 +10,8 @@ import sys
 
 import click
 
+from clover_cli.commands.options import command_line, root_option
+
 
 def _fail(message: str) -> None:
     click.echo(json.dumps({"ok": False, "output": message, "error": "bad_arguments"}))
@@ -19,16 +21,18 @@ def _fail(message: str) -> None:
 
 @click.command("tool")
 @click.argument("name")
-@click.option("--root", type=click.Path(file_okay=False, exists=True), default=".",
-              show_default=True, help="Repository root the tool works in.")
+@root_option("Repository root the tool works in (default: the current directory).")
 @click.option("--args", "args_json", default="{}", show_default=True,
               help="The tool's arguments as a JSON object.")
-def tool(name: str, root: str, args_json: str) -> None:
+@click.pass_context
+def tool(ctx: click.Context, name: str, args_json: str) -> None:
     """Run repository tool NAME (read_file, list_files, grep, repo_map, run_shell,
     apply_patch, edit_file, write_file) and print its JSON result."""
-    from pathlib import Path
-
     from clover_cli.tools.registry import ToolArgumentError, run_tool, validate_args
+
+    root = command_line(ctx).root_path()  # --root here or on `clover` (commands/options.py)
+    if not root.is_dir():
+        _fail(f"root {str(root)!r} is not a directory")
     try:
         args = json.loads(args_json)
     except ValueError as exc:  # JSONDecodeError, and huge-integer ValueError
@@ -37,5 +41,5 @@ def tool(name: str, root: str, args_json: str) -> None:
         validate_args(name, args)
     except ToolArgumentError as exc:
         _fail(str(exc))
-    result = run_tool(name, args, Path(root))
+    result = run_tool(name, args, root)
     click.echo(json.dumps(result.as_dict(), ensure_ascii=False))

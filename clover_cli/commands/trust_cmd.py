@@ -10,6 +10,8 @@ import sys
 
 import click
 
+from clover_cli.commands.options import command_line
+
 
 def _fail(message: str) -> None:
     click.echo(f"clover trust: error: {message}", err=True)
@@ -48,8 +50,7 @@ def trust(ctx: click.Context, path: str | None, revoke: bool, forget: bool, list
         for e in entries:
             click.echo(f"{'trusted    ' if e.trusted else 'not trusted'}  {e.path}  ({e.at})")
         return
-    parent = ctx.parent.params if ctx.parent is not None else {}
-    target = Path(path or parent.get("root") or ".").expanduser()
+    target = Path(path).expanduser() if path else command_line(ctx).root_path()  # else `clover --root`
     if not target.is_dir():
         _fail(f"{str(target)!r} is not a directory")
     key = real_root(target)

@@ -14,7 +14,7 @@ from typing import Callable, TextIO
 
 from clover_cli.modes.evidence import check_cases, junit_arg, read_junit
 from clover_cli.modes.gitsnap import diff_trees, snapshot_tree
-from clover_cli.modes.headless import TurnRecord, drive_turn_interruptibly
+from clover_cli.modes.headless import TurnRecord, drive_turn
 from clover_cli.modes.testguard import TestFileGuard, protected_test_paths
 from clover_cli.modes.testrun import (DEFAULT_FIX_CMD, PYTEST_NO_TESTS, PYTEST_USAGE_ERROR,
                                       TestCommandError, TestRun, build_argv, is_pytest,
@@ -178,7 +178,7 @@ def run_fix(opts: FixOptions, make_backend: Callable[[], object], *,
             for attempt in range(1, opts.attempts + 1):
                 if log is not None:
                     log.write(f"attempt {attempt}/{opts.attempts}\n")
-                record: TurnRecord = drive_turn_interruptibly(agent, text, log=log)
+                record: TurnRecord = drive_turn(agent, text, log=log)
                 result.turns.append({"attempt": attempt, "reason": record.reason,
                                      "tool_calls": record.tool_calls, "errors": record.errors,
                                      "final_text": record.final_text})

@@ -1,11 +1,16 @@
-"""`clover run` as a real subprocess with the replay backend."""
+"""`clover run` with the replay backend: in-process through click's CliRunner (the command's
+logic, exit codes and output), and as a real process where a real signal is needed (Ctrl+C)."""
 import json
 import subprocess
 import sys
 import time
+import traceback
+from types import SimpleNamespace
 
 import pytest
+from click.testing import CliRunner
 
+from clover_cli.cli import cli
 from clover_cli.trust import TrustStore
 
 from .helpers import CALC, call, make_repo, replay
@@ -13,9 +18,14 @@ from .helpers import CALC, call, make_repo, replay
 PATCH = "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n"
 
 
-def clover(*args, cwd=None, timeout=120):
-    return subprocess.run([sys.executable, "-m", "clover_cli.cli", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=timeout)
+def clover(*args):
+    """`clover ARGS` in-process: returncode, stdout, stderr like a finished process (an escaping
+    exception shows up in stderr as a traceback, as it would in a real process)."""
+    result = CliRunner().invoke(cli, list(args), prog_name="clover")
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "Traceback (most recent call last):\n" + "".join(traceback.format_exception(result.exception))
+    return SimpleNamespace(returncode=result.exit_code, stdout=result.stdout, stderr=stderr)
 
 
 def test_run_json_lines(tmp_path):
@@ -134,6 +144,7 @@ class _Run:
         return self.p.returncode, self.seen, err
 
 
+@pytest.mark.slow
 def test_run_ctrl_c_stops_a_running_command(tmp_path):
     import signal
     repo = make_repo(tmp_path / "repo", git=False)
@@ -154,6 +165,7 @@ def test_run_ctrl_c_stops_a_running_command(tmp_path):
     assert not (repo / "late.txt").exists()
 
 
+@pytest.mark.slow
 def test_run_second_ctrl_c_exits_130(tmp_path):
     import signal
     repo = make_repo(tmp_path / "repo", git=False)
@@ -221,6 +233,7 @@ def test_fix_takes_test_cmd_from_the_user_config(tmp_path, monkeypatch):
     xdg = tmp_path / "xdg"
     (xdg / "clover").mkdir(parents=True)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(xdg))
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")  # the toy project's pytest needs no plugins
     (xdg / "clover" / "config.toml").write_text(
         'test_cmd = "python3 -c \'import sys; sys.exit(0)\' {test}"\n')
     p = clover("fix", "test_calc.py::test_add", "--root", str(repo), "--json")

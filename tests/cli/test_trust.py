@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,9 +14,25 @@ from clover_cli.config import ConfigError, load_settings
 from clover_cli.trust import TrustStore, trust_path
 
 
-def clover(*args, cwd=None, timeout=120, input=None):
-    return subprocess.run([sys.executable, "-m", "clover_cli.cli", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=timeout, input=input)
+def clover(*args, cwd=None, input=None):
+    """`clover ARGS` in-process (click's CliRunner) in folder `cwd`: returncode, stdout, stderr
+    like a finished process; an escaping exception is raised."""
+    from types import SimpleNamespace
+
+    from click.testing import CliRunner
+
+    from clover_cli.cli import cli
+
+    before = os.getcwd()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        result = CliRunner().invoke(cli, list(args), input=input, prog_name="clover")
+    finally:
+        os.chdir(before)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return SimpleNamespace(returncode=result.exit_code, stdout=result.stdout, stderr=result.stderr)
 
 
 def write(path: Path, text: str) -> Path:

@@ -95,6 +95,26 @@ def sigint_default() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def clover_in_process(*args):
+    """`clover ARGS` in-process through click's CliRunner, with clover_env()'s PATH and pytest
+    settings: a finished-process-like (returncode, stdout, stderr); an escaping exception shows up
+    in stderr as a traceback, as it would in a real process. Paths in ARGS must be absolute."""
+    import traceback
+    from types import SimpleNamespace
+
+    from click.testing import CliRunner
+
+    from clover_cli.cli import cli
+
+    env = {k: v for k, v in clover_env().items()
+           if k in ("PATH", "PYTHONDONTWRITEBYTECODE", "PYTEST_DISABLE_PLUGIN_AUTOLOAD")}
+    result = CliRunner().invoke(cli, list(args), prog_name="clover", env={**env, "PYTEST_ADDOPTS": None})
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "Traceback (most recent call last):\n" + "".join(traceback.format_exception(result.exception))
+    return SimpleNamespace(returncode=result.exit_code, stdout=result.stdout, stderr=stderr)
+
+
 def clover(*args, cwd, timeout=120):
     """Run `python -m clover_cli.cli ARGS` as a real subprocess."""
     return run([sys.executable, "-m", "clover_cli.cli", *args], cwd, check=False,

@@ -1,4 +1,5 @@
-"""`clover fix` end to end: real repo, real pytest, the replay backend playing the agent."""
+"""`clover fix`: real repo, real pytest, the replay backend playing the agent. The command runs
+in-process (click's CliRunner); one case runs the real `python -m clover_cli.cli` process."""
 from __future__ import annotations
 
 import json
@@ -9,7 +10,8 @@ import pytest
 from clover_cli.agent.session import sessions_dir
 from clover_cli.trust import TrustStore
 
-from modes_helpers import BUGGY, FIXED, TEST_ADD, clover, clover_env, git, run, tool_call, write_replay
+from modes_helpers import (BUGGY, FIXED, TEST_ADD, clover_env, clover_in_process, git, run,
+                          tool_call, write_replay)
 
 pytestmark = pytest.mark.slow
 TEST = "tests/test_add.py::test_add"
@@ -27,7 +29,7 @@ def test_fix_makes_the_test_pass_and_undo_reverts(calc_repo, tmp_path):
         "The bug is in add(). " + tool_call("edit_file", path="calc.py", old="return a - b", new="return a + b"),
         "Fixed: add() adds now."])
     assert not _pytest_passes(repo)
-    proc = clover("fix", TEST, "--model", f"replay:{replay}", "--root", str(repo), cwd=tmp_path)
+    proc = clover_in_process("fix", TEST, "--model", f"replay:{replay}", "--root", str(repo))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "-    return a - b\n+    return a + b" in proc.stdout
     assert f"PASSED after 1 attempt(s)" in proc.stdout
@@ -36,7 +38,7 @@ def test_fix_makes_the_test_pass_and_undo_reverts(calc_repo, tmp_path):
     assert "notes.txt" not in proc.stdout                       # only what changed during the fix
     assert git(repo, "status", "--porcelain") == "M calc.py\n?? notes.txt"   # .clover/ ignores itself
 
-    undo = clover("undo", "--root", str(repo), cwd=tmp_path)
+    undo = clover_in_process("undo", "--root", str(repo))
     assert undo.returncode == 0, undo.stdout + undo.stderr
     assert (repo / "calc.py").read_text() == BUGGY
 
@@ -48,8 +50,8 @@ def test_edits_to_the_test_are_refused_and_reverted(calc_repo, tmp_path):
         tool_call("run_shell", command="sed -i 's/== 5/== -1/' tests/test_add.py"),
         tool_call("write_file", path="tests/conftest.py", content="collect_ignore = ['test_add.py']\n"),
         "The test passes now."])
-    proc = clover("fix", TEST, "--model", f"replay:{replay}", "--root", str(repo), "--attempts", "1",
-                  "--json", cwd=tmp_path)
+    proc = clover_in_process("fix", TEST, "--model", f"replay:{replay}", "--root", str(repo), "--attempts", "1",
+                             "--json")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     result = json.loads(proc.stdout)
     assert result["status"] == "failed" and result["passed"] is False and result["attempts"] == 1
@@ -71,7 +73,7 @@ def test_failure_goes_back_to_the_agent_for_another_attempt(calc_repo, tmp_path)
         "Swapped the operands.",
         tool_call("edit_file", path="calc.py", old="return b - a", new="return a + b"),
         "Now it adds."])
-    proc = clover("fix", TEST, "--model", f"replay:{replay}", "--root", str(repo), "--json", cwd=tmp_path)
+    proc = clover_in_process("fix", TEST, "--model", f"replay:{replay}", "--root", str(repo), "--json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads(proc.stdout)
     assert result["status"] == "fixed" and result["attempts"] == 2
@@ -83,7 +85,7 @@ def test_failure_goes_back_to_the_agent_for_another_attempt(calc_repo, tmp_path)
 def test_already_passing_bad_input_and_exhausted_attempts(calc_repo, tmp_path):
     repo, _ = calc_repo
     missing = f"replay:{tmp_path / 'never-loaded.json'}"
-    ok = clover("fix", "tests/test_mul.py", "--model", missing, "--root", str(repo), cwd=tmp_path)
+    ok = clover_in_process("fix", "tests/test_mul.py", "--model", missing, "--root", str(repo))
     assert ok.returncode == 0 and "already passes" in ok.stdout
 
     for args, needle in [(["--attempts", "0"], "--attempts"),
@@ -91,17 +93,16 @@ def test_already_passing_bad_input_and_exhausted_attempts(calc_repo, tmp_path):
                          (["--model", missing], "cannot load model"),
                          (["--root", str(tmp_path / "nowhere")], "is not a directory"),
                          (["--test-cmd", "no-such-program-xyz {test}"], "not found")]:
-        proc = clover("fix", TEST, "--root", str(repo), *args, cwd=tmp_path)
+        proc = clover_in_process("fix", TEST, "--root", str(repo), *args)
         assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and needle in lines[0], (args, proc.stderr)
 
-    unknown = clover("fix", "tests/test_add.py::test_nope", "--root", str(repo), cwd=tmp_path)
+    unknown = clover_in_process("fix", "tests/test_add.py::test_nope", "--root", str(repo))
     assert unknown.returncode == 2 and "pytest could not run" in unknown.stderr
 
     idle = write_replay(tmp_path / "idle.json", ["I cannot find the bug."])
-    proc = clover("fix", TEST, "--model", f"replay:{idle}", "--root", str(repo), "--attempts", "2",
-                  cwd=tmp_path)
+    proc = clover_in_process("fix", TEST, "--model", f"replay:{idle}", "--root", str(repo), "--attempts", "2")
     assert proc.returncode == 1
     assert "(no changes)" in proc.stdout and "FAILED after 2 attempt(s)" in proc.stdout
 
@@ -112,11 +113,11 @@ def test_project_config_test_cmd(calc_repo, tmp_path):
     marker = tmp_path / "ran.txt"
     (repo / ".clover" / "config.toml").write_text(
         f'test_cmd = "{sys.executable} -c \\"import sys, pathlib; pathlib.Path(r\'{marker}\').write_text(sys.argv[1])\\" {{test}}"\n')
-    proc = clover("fix", "tests/test_mul.py", "--root", str(repo), cwd=tmp_path)
+    proc = clover_in_process("fix", "tests/test_mul.py", "--root", str(repo))
     assert proc.returncode == 0 and not marker.exists(), proc.stderr  # untrusted: the default command
     assert "not trusted" in proc.stderr
     TrustStore().set(repo, True)
-    proc = clover("fix", "tests/test_mul.py", "--root", str(repo), cwd=tmp_path)
+    proc = clover_in_process("fix", "tests/test_mul.py", "--root", str(repo))
     assert proc.returncode == 0, proc.stderr
     assert marker.read_text() == "tests/test_mul.py"
 

@@ -1,5 +1,6 @@
 """`clover fix` guards: a pass must be proven by pytest's report, config files are part of the
-test, one `clover undo` reverts the whole fix, Ctrl-C stops the agent's running command."""
+test, one `clover undo` reverts the whole fix, Ctrl-C stops the agent's running command. In-process
+(click's CliRunner) but for the Ctrl-C case, which needs a real process and a real signal."""
 from __future__ import annotations
 
 import json
@@ -13,8 +14,8 @@ import pytest
 
 from clover_cli.agent.session import sessions_dir
 
-from modes_helpers import (BUGGY, FIXED, alive, clover, clover_env, git, sigint_default, tool_call,
-                           write_replay)
+from modes_helpers import (BUGGY, FIXED, alive, clover_env, clover_in_process, git,
+                           sigint_default, tool_call, write_replay)
 
 pytestmark = pytest.mark.slow
 TEST = "tests/test_add.py::test_add"
@@ -23,8 +24,7 @@ COLLECT_ONLY = "[pytest]\naddopts = --collect-only\n"
 
 def _fix(repo, tmp_path, completions, *extra):
     replay = write_replay(tmp_path / "r.json", completions)
-    return clover("fix", TEST, "--model", f"replay:{replay}", "--root", str(repo), "--json", *extra,
-                  cwd=tmp_path)
+    return clover_in_process("fix", TEST, "--model", f"replay:{replay}", "--root", str(repo), "--json", *extra)
 
 
 def test_exit_zero_without_running_the_test_is_not_a_pass(calc_repo, tmp_path):
@@ -42,7 +42,7 @@ def test_exit_zero_without_running_the_test_is_not_a_pass(calc_repo, tmp_path):
 def test_a_test_that_does_not_run_before_the_agent_is_bad_input(calc_repo, tmp_path):
     repo, _ = calc_repo
     (repo / "tests" / "test_skip.py").write_text("import pytest\n\n\n@pytest.mark.skip\ndef test_s():\n    pass\n")
-    proc = clover("fix", "tests/test_skip.py::test_s", "--root", str(repo), cwd=tmp_path)
+    proc = clover_in_process("fix", "tests/test_skip.py::test_s", "--root", str(repo))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.strip().splitlines() == [
         "clover fix: error: pytest exited with 0 for 'tests/test_skip.py::test_s' but no test was executed"]
@@ -91,7 +91,7 @@ def test_one_undo_reverts_every_edit_of_the_fix(calc_repo, tmp_path):
     assert result["attempts"] == 2 and sorted(result["changed_files"]) == ["README.md", "calc.py", "helpers.py"]
     assert (repo / "calc.py").read_text() == FIXED
 
-    undo = clover("undo", "--root", str(repo), cwd=tmp_path)
+    undo = clover_in_process("undo", "--root", str(repo))
     assert undo.returncode == 0, undo.stdout + undo.stderr
     assert (repo / "calc.py").read_bytes() == BUGGY.encode()
     assert (repo / "README.md").read_bytes() == readme

@@ -10,7 +10,8 @@ from modes_helpers import FIXED, add_test_patch, make_calc_repo, tool_call, writ
 from clover_cli.agent import Agent, AgentConfig
 from clover_cli.agent.backends.base import Completion
 from clover_cli.agent.backends.replay import ReplayBackend
-from clover_cli.modes.headless import BackendProvider, LockedBackend, drive_turn
+from clover_cli.agent.backends.lifetime import BackendProvider, LockedBackend
+from clover_cli.modes.headless import drive_turn
 from clover_cli.modes.swebench import BatchOptions, run_batch
 
 
@@ -90,3 +91,17 @@ def test_agent_crash_is_reported_and_the_batch_goes_on(tmp_path):
     preds = [json.loads(ln) for ln in (tmp_path / "p.jsonl").read_text().splitlines()]
     assert len(preds) == 2 and all("+    return a + b" in p["model_patch"] for p in preds)
     assert "3/3 ok 2 err 1" in stream.getvalue()
+
+
+def test_drive_turn_records_a_failure_as_an_error_and_never_raises(tmp_path, calc_repo):
+    repo, _ = calc_repo
+    script = write_replay(tmp_path / "s.json", [tool_call("run_shell", command="echo hi"), "done"])
+    agent = Agent(ReplayBackend(script), AgentConfig(root=repo, approval="ask"))
+
+    def approve(request):
+        raise RuntimeError("policy exploded")
+
+    log = io.StringIO()
+    record = drive_turn(agent, "go", log=log, approve=approve)   # runs on the turn driver's worker
+    assert record.reason == "error" and record.errors == ["RuntimeError: policy exploded"]
+    assert "error: RuntimeError: policy exploded" in log.getvalue()

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Union
 
 from clover_cli.agent.events import BlockText, DenoiseProgress
+from clover_cli.engine.config import DEFAULT_THRESHOLD, check_threshold
 
 
 class BackendError(RuntimeError):
@@ -50,11 +51,11 @@ class ModelBackend(ABC):
     context_window: int = 32768
     native_tools: bool = False  # True when tool calls may come back as NativeToolCall
 
-    def __init__(self, threshold: float | None = 0.95) -> None:
-        threshold = 0.95 if threshold is None else float(threshold)
-        if not 0.0 <= threshold <= 1.0:
-            raise BackendError(f"threshold must be between 0 and 1, got {threshold}")
-        self.threshold = threshold
+    def __init__(self, threshold: float | None = DEFAULT_THRESHOLD) -> None:
+        try:  # the engine's one check: (0, 1]
+            self.threshold = check_threshold(DEFAULT_THRESHOLD if threshold is None else threshold)
+        except ValueError as e:
+            raise BackendError(str(e)) from None
 
     @property
     def info(self) -> dict[str, Any]:

@@ -12,12 +12,13 @@ from typing import Any, Iterator
 from clover_cli.agent.backends.base import BackendError, Completion, ModelBackend, StreamItem, ThinkSplitter, block_texts
 from clover_cli.agent.events import DenoiseProgress
 from clover_cli.agent.encode import encode_conversation
+from clover_cli.engine.config import DEFAULT_THRESHOLD
 
 
 class EngineBackend(ModelBackend):
     """Runs the model in this process through clover_cli.engine."""
 
-    def __init__(self, spec: str, threshold: float = 0.95, device: str | None = None,
+    def __init__(self, spec: str, threshold: float = DEFAULT_THRESHOLD, device: str | None = None,
                  dtype: Any = None, lm: Any = None, repetition_penalty: float = 1.05,
                  progressive_ending: bool = True, temperature: float = 0.0, top_p: float = 1.0,
                  seed: int | None = None, denoise_events: bool = True, **_: object) -> None:

@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Iterator
 
 from clover_cli.agent.backends.base import BackendError, Completion, ModelBackend, StreamItem, ThinkSplitter, block_texts
+from clover_cli.engine.config import DEFAULT_THRESHOLD
 
 
 class ReplayBackend(ModelBackend):
     """Returns scripted completions one per call."""
 
-    def __init__(self, path: str | Path, threshold: float = 0.95, chunk_chars: int | None = None,
+    def __init__(self, path: str | Path, threshold: float = DEFAULT_THRESHOLD, chunk_chars: int | None = None,
                  delay: float | None = None, context_window: int = 32768, **_: object) -> None:
         super().__init__(threshold)
         self.path = Path(path)

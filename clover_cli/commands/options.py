@@ -1,0 +1,95 @@
+"""The options `clover` and its subcommands share, each declared once (docs/design.md, "Habits").
+
+`--model`, `--root`, `--approval`, `--threshold`, `--continue` and `--session` may be given to
+the group or to the subcommand (`clover --model X run ...` and `clover run --model X ...` are the
+same). Each decorator here declares its option with `expose_value=False` and a callback that
+writes the value into one `CommandLine` object on `ctx.obj`, which click hands from the group's
+context down to the subcommand's. The group's options are parsed first, so a value given to the
+subcommand wins. A command reads `command_line(ctx)` and passes its flags to the one settings
+loader (clover_cli/config.py `load_settings`), never the parent context's params.
+
+Only click, the standard library and the approval/threshold constants are imported (`clover --help`
+stays fast).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+from clover_cli.agent.config import APPROVAL_MODES
+from clover_cli.engine.config import DEFAULT_THRESHOLD
+
+MODEL_HELP = ("Model spec: tiny, a checkpoint dir, hf:ORG/NAME, smollm2, openai:URL#MODEL, replay:FILE "
+              "(default: `model` in your config, else the bundled tiny model).")
+
+
+@dataclass
+class CommandLine:
+    """The shared options as given on the command line (None / False: not given)."""
+
+    model: str | None = None
+    root: str | None = None
+    approval: str | None = None
+    threshold: float | None = None
+    continue_: bool = False
+    session_id: str | None = None
+
+    def root_path(self) -> Path:
+        """--root (default: the current directory), with ~ expanded."""
+        return Path(self.root or ".").expanduser()
+
+    def flags(self, *keys: str) -> dict[str, Any]:
+        """The settings flags for `load_settings` (model, approval, threshold; None: not given)."""
+        return {key: getattr(self, key) for key in keys or ("model", "approval", "threshold")}
+
+
+def command_line(ctx: click.Context) -> CommandLine:
+    """The CommandLine of this invocation (the group's and the subcommand's options merged)."""
+    return ctx.ensure_object(CommandLine)
+
+
+def _store(field: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+        if value is not None and value is not False:  # not given here: keep the group's value
+            setattr(command_line(ctx), field, value)
+
+    return callback
+
+
+def _shared(*decls: str, field: str, **kwargs: Any) -> Callable:
+    return click.option(*decls, expose_value=False, callback=_store(field), default=kwargs.pop("default", None),
+                        **kwargs)
+
+
+def model_option(help: str = MODEL_HELP) -> Callable:
+    """--model SPEC."""
+    return _shared("--model", field="model", metavar="SPEC", help=help)
+
+
+def root_option(help: str = "Repository root (default: the current directory).") -> Callable:
+    """--root DIR (checked by the command: a bad root is its one-line error)."""
+    return _shared("--root", field="root", type=click.Path(), help=help)
+
+
+def approval_option(modes: tuple[str, ...] = APPROVAL_MODES,
+                    help: str = "Approval mode for edits and shell commands (default: ask).") -> Callable:
+    """--approval MODE, one of `modes` (clover_cli/agent/config.py's list, or part of it)."""
+    return _shared("--approval", field="approval", type=click.Choice(modes), help=help)
+
+
+def threshold_option(help: str = f"Block-diffusion commit threshold, 0 < t <= 1 (default {DEFAULT_THRESHOLD})."
+                     ) -> Callable:
+    """--threshold T (range-checked once, by the settings loader)."""
+    return _shared("--threshold", field="threshold", type=float, help=help)
+
+
+def session_options(continue_help: str = "Resume the last session in this repository.") -> Callable:
+    """--continue and --session ID."""
+    def decorate(f: Callable) -> Callable:
+        f = _shared("--session", field="session_id", metavar="ID", help="Resume the session with this id.")(f)
+        return _shared("--continue", field="continue_", is_flag=True, default=False, help=continue_help)(f)
+
+    return decorate

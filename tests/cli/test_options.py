@@ -1,0 +1,148 @@
+"""Shared options are declared once (clover_cli/commands/options.py) and work before or after the
+command name; the approval modes and the default threshold are written once. In-process."""
+from __future__ import annotations
+
+import inspect
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from clover_cli.cli import cli
+from clover_cli.trust import TrustStore
+
+
+
+def call(name: str, **arguments) -> str:
+    """One Hermes-format tool call as a model writes it."""
+    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
+
+
+def make_repo(root, git: bool = False):
+    root.mkdir(parents=True)
+    (root / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    return root
+
+
+def replay(tmp, completions: list[str]) -> str:
+    path = tmp / "script.json"
+    path.write_text(json.dumps({"completions": completions}))
+    return f"replay:{path}"
+
+
+def _clover(*args):
+    result = CliRunner().invoke(cli, list(args), prog_name="clover")
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result
+
+
+def _tool_results(stdout: str) -> list[tuple[str, bool]]:
+    lines = [json.loads(line) for line in stdout.splitlines()]
+    return [(line["name"], line["ok"]) for line in lines if line["type"] == "tool_result"]
+
+
+def test_run_takes_the_shared_options_before_or_after_the_command(tmp_path):
+    repo = make_repo(tmp_path / "repo", git=False)
+    spec = replay(tmp_path, [call("run_shell", command="echo hi > hi.txt"), "Done."])
+    after = _clover("run", "go", "--model", spec, "--root", str(repo), "--approval", "yolo", "--json")
+    assert after.exit_code == 0, after.stderr
+    assert _tool_results(after.stdout) == [("run_shell", True)] and (repo / "hi.txt").exists()
+    (repo / "hi.txt").unlink()
+    before = _clover("--model", spec, "--root", str(repo), "--approval", "yolo", "run", "go", "--json")
+    assert before.exit_code == 0, before.stderr
+    assert _tool_results(before.stdout) == [("run_shell", True)] and (repo / "hi.txt").exists()
+    # the subcommand's value wins over the group's: read-only here, so the shell is refused
+    (repo / "hi.txt").unlink()
+    both = _clover("--model", "nonsense", "--approval", "yolo", "run", "go", "--model", spec,
+                   "--root", str(repo), "--approval", "read-only", "--json")
+    assert both.exit_code == 0, both.stderr
+    assert _tool_results(both.stdout) == [("run_shell", False)] and not (repo / "hi.txt").exists()
+
+
+def test_group_threshold_and_session_reach_run(tmp_path):
+    repo = make_repo(tmp_path / "repo", git=False)
+    spec = replay(tmp_path, ["Hello."])
+    bad = _clover("--threshold", "2", "run", "go", "--model", spec, "--root", str(repo))
+    assert bad.exit_code == 2 and "--threshold: threshold must be in (0, 1], got 2" in bad.stderr
+    first = _clover("run", "go", "--model", spec, "--root", str(repo), "--json")
+    session = json.loads(first.stdout.splitlines()[-1])["session_id"]
+    resumed = _clover("--session", session, "--model", spec, "--root", str(repo), "run", "again", "--json")
+    assert resumed.exit_code == 0, resumed.stderr
+    assert json.loads(resumed.stdout.splitlines()[-1])["session_id"] == session
+    missing = _clover("--session", "no-such-session", "run", "again", "--model", spec, "--root", str(repo))
+    assert missing.exit_code == 2 and "no-such-session" in missing.stderr
+
+
+def test_root_given_to_the_group_reaches_tool_undo_trust_and_fix(tmp_path):
+    repo = make_repo(tmp_path / "repo", git=False)
+    tool = _clover("--root", str(repo), "tool", "read_file", "--args", '{"path": "calc.py"}')
+    assert tool.exit_code == 0 and json.loads(tool.stdout)["ok"], tool.output
+    nowhere = _clover("--root", str(tmp_path / "nowhere"), "tool", "read_file")
+    assert nowhere.exit_code == 2 and "is not a directory" in nowhere.stderr
+    undo = _clover("--root", str(repo), "undo")
+    assert undo.exit_code == 1 and "nothing to undo" in undo.output.lower(), undo.output
+    assert _clover("--root", str(tmp_path / "nowhere"), "undo").exit_code == 2
+    trust = _clover("--root", str(repo), "trust")
+    assert trust.exit_code == 0 and TrustStore().decision(repo) is True
+    fix = _clover("--root", str(tmp_path / "nowhere"), "--model", "tiny", "fix", "tests/x.py")
+    assert fix.exit_code == 2 and "is not a directory" in fix.stderr
+
+
+def test_approval_choices_come_from_the_one_list():
+    from clover_cli.agent.config import APPROVAL_MODES, APPROVAL_ORDER, HEADLESS_APPROVAL_MODES
+    from clover_cli.config import CloverConfig
+
+    assert sorted(APPROVAL_MODES) == sorted(APPROVAL_ORDER) and APPROVAL_MODES[0] == CloverConfig().approval
+    choices = {p.name: p for p in cli.params}
+    assert tuple(choices["approval"].type.choices) == APPROVAL_MODES
+    run = cli.get_command(None, "run")
+    assert tuple(next(p for p in run.params if p.name == "approval").type.choices) == HEADLESS_APPROVAL_MODES
+    assert "ask" not in HEADLESS_APPROVAL_MODES
+    bad = _clover("run", "x", "--approval", "ask")
+    assert bad.exit_code == 2
+
+
+def test_the_default_threshold_is_written_once_and_checked_alike():
+    from clover_cli.agent.backends.base import BackendError
+    from clover_cli.agent.backends.engine_backend import EngineBackend
+    from clover_cli.agent.backends.replay import ReplayBackend
+    from clover_cli.config import CloverConfig, ConfigError
+    from clover_cli.engine.config import DEFAULT_THRESHOLD, GenerationConfig
+
+    for default in (GenerationConfig().threshold, CloverConfig().threshold,
+                    inspect.signature(ReplayBackend).parameters["threshold"].default,
+                    inspect.signature(EngineBackend).parameters["threshold"].default):
+        assert default == DEFAULT_THRESHOLD
+    for bad in (0, 0.0, -0.1, 1.01):  # (0, 1] everywhere
+        with pytest.raises(ValueError, match=r"threshold must be in \(0, 1\]"):
+            GenerationConfig(threshold=bad)
+        with pytest.raises(ConfigError, match=r"threshold must be in \(0, 1\]"):
+            CloverConfig(threshold=bad)
+    assert GenerationConfig(threshold=1).threshold == 1.0
+    with pytest.raises(BackendError, match=r"threshold must be in \(0, 1\]"):
+        from clover_cli.agent.backends.base import ModelBackend
+
+        class _Bare(ModelBackend):
+            def stream(self, *a, **k):
+                yield from ()
+
+        _Bare(threshold=0)
+
+
+@pytest.mark.parametrize("name", ["chat", "run", "fix", "trust", "undo", "tool"])
+def test_commands_take_shared_options_from_the_one_declaration(name):
+    """A shared option on a command is options.py's (its value goes to ctx.obj), and no command
+    reads the group's values back from the parent context."""
+    import importlib
+
+    from clover_cli.cli import COMMANDS
+    from clover_cli.commands import options
+
+    module = importlib.import_module(f"clover_cli.commands.{COMMANDS[name][0]}")
+    command = getattr(module, COMMANDS[name][1])
+    shared = {"model", "root", "approval", "threshold", "continue_", "session_id"}
+    for param in command.params:
+        if param.name in shared:
+            assert param.expose_value is False and param.callback.__module__ == options.__name__, param.name
+    assert "parent.params" not in inspect.getsource(module)
