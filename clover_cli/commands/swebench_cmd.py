@@ -6,6 +6,8 @@ import sys
 
 import click
 
+from clover_cli.commands.options import command_line, model_option
+
 EVAL_CHOICE = click.Choice(["local", "docker", "none"])
 
 
@@ -49,7 +51,7 @@ def _eval_options(f):
               help="SWE-bench instances: parquet, a JSON list or JSONL (as published).")
 @click.option("--output", "output", default=None, type=click.Path(dir_okay=False),
               help="Predictions JSONL to write (the official harness's input).")
-@click.option("--model", "model", default=None, help="Model spec (default: the bundled tiny model).")
+@model_option()
 @click.option("--redo", is_flag=True, help="Run instances that already have a prediction again.")
 @click.option("--evaluate", "evaluate", type=EVAL_CHOICE, default="none", is_flag=False,
               flag_value="local", show_default=True,
@@ -59,7 +61,7 @@ def _eval_options(f):
 @click.option("--model-name", default=None, help="model_name_or_path in the predictions (default: clover/<model>).")
 @_eval_options
 @click.pass_context
-def swebench(ctx: click.Context, instances, output, model, redo, evaluate, max_steps, max_new_tokens,
+def swebench(ctx: click.Context, instances, output, redo, evaluate, max_steps, max_new_tokens,
              model_name, test_cmd, python, env_dir, test_timeout, dataset, split, repos_dir, workdir,
              workers, instance_ids, keep_worktrees) -> None:
     """Run the agent on SWE-bench-style instances and write predictions.
@@ -80,8 +82,7 @@ def swebench(ctx: click.Context, instances, output, model, redo, evaluate, max_s
         _fail("missing option --output (or use `clover swebench evaluate`)")
     if instances is None and dataset is None:
         _fail("give --instances FILE or --dataset NAME")
-    parent = ctx.parent.params if ctx.parent is not None else {}
-    model = model or parent.get("model")
+    model = command_line(ctx).model  # --model here or on `clover` (commands/options.py)
     try:
         spec = parse_spec(model)
         if model_name is None:
