@@ -8,6 +8,11 @@ Tolerant of an unterminated last call (generation stopped before `</tool_call>`)
 arguments (raw newlines in JSON strings, `</tool_call>` inside a JSON string, XML values with
 angle brackets) and of a `<think>` section (calls inside it are ignored). Anything that still
 cannot be read becomes a FormatError whose message is shown to the model.
+
+Only top-level calls are calls (docs/agent.md, "Parsing tool calls"): a JSON call's extent is found
+by a scan that skips JSON strings, an XML call's by its parameters, so a `<tool_call>` quoted inside
+another call's argument (file content, a patch) is text and is never run. JSON is decoded through
+jsonsafe: bounded depth and number size, lone surrogates replaced.
 """
 from __future__ import annotations
 
@@ -16,6 +21,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from clover_cli.agent import jsonsafe
+from clover_cli.agent.jsonsafe import JSONLimitError, scrub
 from clover_cli.agent.prompt_files import observation
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
@@ -23,7 +30,8 @@ _THINK_RE = re.compile(r"<think>.*?(</think>|$)", re.S)
 _FUNC_RE = re.compile(r"<function=([^>\s]+)\s*>")
 _PARAM_RE = re.compile(r"<parameter=([^>\s]+)\s*>")
 _PARAM_END_RE = re.compile(r"</parameter>\s*(?=<parameter=|</function>|</tool_call>|$)", re.S)
-_DECODER = json.JSONDecoder(strict=False)
+_VALUE_STOP_RE = re.compile(r"<parameter=|</function>|</tool_call>")
+_FUNC_END = "</function>"
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,7 @@ class ParseResult:
     text: str  # the visible text: the answer without tool-call markup and thinking
     calls: list[ParsedCall] = field(default_factory=list)
     errors: list[FormatError] = field(default_factory=list)
+    cut_off: bool = False  # the last call read is unterminated (the text ended inside it)
 
 
 def split_thinking(raw: str) -> tuple[str, str]:
@@ -57,8 +66,9 @@ def split_thinking(raw: str) -> tuple[str, str]:
 
 
 def parse_tool_calls(raw: str, schemas: Mapping[str, Mapping] | None = None) -> ParseResult:
-    """Finds every tool call in `raw`; schemas (name -> JSON schema of the parameters) type XML values."""
-    _, answer = split_thinking(raw)
+    """Finds every top-level tool call in `raw`; schemas (name -> JSON schema of the parameters)
+    type XML values. Lone surrogates in `raw` are replaced first."""
+    _, answer = split_thinking(scrub(raw))
     result = ParseResult(text="")
     visible: list[str] = []
     pos = 0
@@ -74,7 +84,8 @@ def parse_tool_calls(raw: str, schemas: Mapping[str, Mapping] | None = None) -> 
             result.calls.append(call)
         if error is not None:
             result.errors.append(error)
-        pos = end
+        result.cut_off = call is not None and not answer.endswith(CLOSE, 0, end)
+        pos = max(end, body_start)
     result.text = "".join(visible).strip()
     return result
 
@@ -85,19 +96,20 @@ def _parse_one(text: str, i: int, schemas: Mapping[str, Mapping]) -> tuple[Parse
     while j < len(text) and text[j].isspace():
         j += 1
     if text.startswith("<function=", j):
-        end = _segment_end(text, j)
-        call, err = _parse_xml(text[j:end], schemas)
-        return call, _after_close(text, end), err
+        return _parse_xml(text, j, schemas)
     if text.startswith("{", j):
+        end, deepest, _ = jsonsafe.scan(text, j)
+        if deepest > jsonsafe.MAX_DEPTH:
+            return None, _after_close(text, end), _error(
+                observation("parse_too_deep", limit=jsonsafe.MAX_DEPTH), text[j:end])
         try:
-            obj, obj_end = _DECODER.raw_decode(text, j)
+            obj, obj_end = jsonsafe.raw_decode(text, j)
+        except JSONLimitError as exc:
+            return None, _after_close(text, end), _error(observation(exc.key, limit=exc.limit), text[j:end])
         except json.JSONDecodeError:
-            end = _segment_end(text, j)
-            obj = _repair_json(text[j:end])
+            obj, obj_end = _repair_json(text[j:end]), end
             if obj is None:
-                return None, _after_close(text, end), _error(
-                    observation("parse_not_json"), text[j:end])
-            obj_end = end
+                return None, _after_close(text, end), _error(observation("parse_not_json"), text[j:end])
         call, err = _call_from_json(obj, text[j:obj_end])
         return call, _after_close(text, obj_end), err
     end = _segment_end(text, j)
@@ -105,7 +117,8 @@ def _parse_one(text: str, i: int, schemas: Mapping[str, Mapping]) -> tuple[Parse
 
 
 def _segment_end(text: str, i: int) -> int:
-    """Where the call starting at i ends: its `</tool_call>`, the next `<tool_call>`, or the end."""
+    """Where a call without a body starting at i ends: its `</tool_call>`, the next `<tool_call>`,
+    or the end."""
     ends = [k for k in (text.find(CLOSE, i), text.find(OPEN, i)) if k >= 0]
     return min(ends) if ends else len(text)
 
@@ -128,8 +141,8 @@ def _repair_json(segment: str) -> dict | None:
     s = segment.strip()
     for suffix in ("", "}", "}}", '"}}', '"}', "]}}", '"]}}'):
         try:
-            obj = _DECODER.decode(s + suffix)
-        except json.JSONDecodeError:
+            obj = jsonsafe.loads(s + suffix)
+        except ValueError:  # JSONDecodeError, or a limit (then no suffix helps either)
             continue
         if isinstance(obj, dict):
             return obj
@@ -145,7 +158,9 @@ def _call_from_json(obj: Any, snippet: str) -> tuple[ParsedCall | None, FormatEr
     args = obj.get("arguments", obj.get("parameters", {}))
     if isinstance(args, str):
         try:
-            args = _DECODER.decode(args) if args.strip() else {}
+            args = jsonsafe.loads(args) if args.strip() else {}
+        except JSONLimitError as exc:
+            return None, _error(observation(exc.key, limit=exc.limit), snippet)
         except json.JSONDecodeError:
             return None, _error(observation("parse_args_string", name=name), snippet)
     if args is None:
@@ -155,31 +170,40 @@ def _call_from_json(obj: Any, snippet: str) -> tuple[ParsedCall | None, FormatEr
     return ParsedCall(name.strip(), args), None
 
 
-def _parse_xml(segment: str, schemas: Mapping[str, Mapping]) -> tuple[ParsedCall | None, FormatError | None]:
-    m = _FUNC_RE.match(segment)
+def _parse_xml(text: str, j: int, schemas: Mapping[str, Mapping]) -> tuple[ParsedCall | None, int, FormatError | None]:
+    """Parses `<function=NAME><parameter=ARG>value</parameter>...</function>` starting at j, value
+    by value: a value runs to its own `</parameter>` (one followed by the next parameter, the
+    function's end or the call's end), so tags quoted inside a value stay part of it."""
+    m = _FUNC_RE.match(text, j)
     if not m:
-        return None, _error(observation("parse_function_tag"), segment)
+        end = _segment_end(text, j)
+        return None, _after_close(text, end), _error(observation("parse_function_tag"), text[j:end])
     name = m.group(1).strip()
-    body = segment[m.end():]
     props = (schemas.get(name) or {}).get("properties", {})
     args: dict[str, Any] = {}
-    pos = 0
+    pos = m.end()
     while True:
-        pm = _PARAM_RE.search(body, pos)
+        k = pos
+        while k < len(text) and text[k].isspace():
+            k += 1
+        pm = _PARAM_RE.match(text, k)
         if not pm:
             break
-        key = pm.group(1)
-        end_m = _PARAM_END_RE.search(body, pm.end())
+        end_m = _PARAM_END_RE.search(text, pm.end())
         if end_m:
-            value, pos = body[pm.end():end_m.start()], end_m.end()
-        else:  # unterminated: the value runs to the next parameter or the end
-            nxt = _PARAM_RE.search(body, pm.end())
-            stop = nxt.start() if nxt else len(body)
-            value = body[pm.end():stop]
-            value = re.sub(r"\s*(</parameter>)?\s*(</function>)?\s*$", "", value)
+            value, pos = text[pm.end():end_m.start()], end_m.end()
+        else:  # unterminated: the value runs to the next parameter, the function's end or the end
+            stop_m = _VALUE_STOP_RE.search(text, pm.end())
+            stop = stop_m.start() if stop_m else len(text)
+            value = re.sub(r"\s*(</parameter>)?\s*(</function>)?\s*$", "", text[pm.end():stop])
             pos = stop
-        args[key] = _typed(_strip_one_newline(value), props.get(key, {}))
-    return ParsedCall(name, args), None
+        args[pm.group(1)] = _typed(_strip_one_newline(value), props.get(pm.group(1), {}))
+    k = pos
+    while k < len(text) and text[k].isspace():
+        k += 1
+    if text.startswith(_FUNC_END, k):
+        pos = k + len(_FUNC_END)
+    return ParsedCall(name, args), _after_close(text, pos), None
 
 
 def _strip_one_newline(value: str) -> str:
@@ -198,8 +222,8 @@ def _typed(value: str, schema: Mapping) -> Any:
     if kind in (None, "string"):
         return value
     try:
-        return json.loads(value.strip())
-    except json.JSONDecodeError:
+        return jsonsafe.loads(value.strip())
+    except ValueError:  # not JSON, or over a limit: the raw text goes to the tool's type check
         if kind == "boolean" and value.strip().lower() in ("true", "false"):
             return value.strip().lower() == "true"
         return value
@@ -213,10 +237,9 @@ def _error(message: str, snippet: str) -> FormatError:
 
 
 def cut_off_call(raw: str) -> bool:
-    """True when the last tool call in the text has no closing `</tool_call>`."""
-    answer = split_thinking(raw)[1]
-    last = answer.rfind(OPEN)
-    return last >= 0 and answer.find(CLOSE, last) < 0
+    """True when the last tool call read from the text has no closing `</tool_call>` (the text
+    ended inside it); a call quoted inside another call's argument does not count."""
+    return parse_tool_calls(raw).cut_off
 
 
 def has_open_call(raw: str) -> bool:
