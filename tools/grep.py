@@ -23,7 +23,7 @@ from .base import ToolResult
 from .display import show_path
 from .files import GlobError, not_found_message, regular_inside, repo_files
 from .globmatch import check_glob, glob_match
-from .grepsearch import GREP_SECONDS, MAX_FILE_BYTES, MAX_MATCHES, Deadline, Found, compile_pattern, search_files
+from .grepsearch import MAX_FILE_BYTES, MAX_MATCHES, Deadline, Found, compile_pattern, search_files
 from .paths import PRIVATE_DIR, PathError, relpath, resolve_in_root
 from .textio import decode, is_binary, read_regular
 
@@ -65,7 +65,7 @@ def grep(root: Path, pattern: str, path: str | None = None, glob: str | None = N
         found = _python_grep(root, sub, rx, glob, deadline)
     if found.timed_out:
         return ToolResult(False, f"grep stopped: searching for {_short(pattern)} took longer than "
-                          f"{GREP_SECONDS:g} s. A pattern with nested repeats such as (a|aa)+b can "
+                          f"{deadline.seconds:g} s. A pattern with nested repeats such as (a|aa)+b can "
                           "take exponential time; simplify it, or narrow the search with `path` or "
                           "`glob`.", {"error": "timeout", "engine": engine,
                                       "matches": found.total, "files": found.nfiles})
@@ -191,7 +191,7 @@ def _searched_files(root: Path, sub: Path, glob: str | None, engine: str) -> lis
     if engine == "ripgrep":
         try:
             res = subprocess.run(["rg", "--files", "--null", *_rg_scope(root, sub, glob)], cwd=root,
-                                 capture_output=True, stdin=subprocess.DEVNULL, timeout=GREP_SECONDS)
+                                 capture_output=True, stdin=subprocess.DEVNULL, timeout=Deadline().seconds)
         except (OSError, subprocess.TimeoutExpired):
             res = None
         if res is not None and res.returncode in (0, 1):
@@ -254,7 +254,7 @@ def _ripgrep(root: Path, sub: Path, pattern: str, glob: str | None, ignore_case:
     """ripgrep's answer, or None when it cannot give one (the Python engine decides then)."""
     cmd = ["rg", "--json", "-e", pattern] + (["-i"] if ignore_case else [])
     cmd += _rg_scope(root, sub, glob)
-    seconds = deadline.seconds if deadline else GREP_SECONDS
+    seconds = (deadline or Deadline()).seconds
     try:
         res = subprocess.run(cmd, cwd=root, capture_output=True, stdin=subprocess.DEVNULL, timeout=seconds)
     except subprocess.TimeoutExpired:

@@ -41,8 +41,8 @@ def compile_pattern(pattern: str, ignore_case: bool) -> regex.Pattern:
 
 
 class Deadline:
-    def __init__(self, seconds: float = GREP_SECONDS) -> None:
-        self.seconds = seconds
+    def __init__(self, seconds: float | None = None) -> None:
+        self.seconds = GREP_SECONDS if seconds is None else seconds
         self.end = time.monotonic() + seconds
 
     def left(self) -> float:

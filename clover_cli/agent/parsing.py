@@ -30,7 +30,7 @@ _THINK_RE = re.compile(r"<think>.*?(</think>|$)", re.S)
 _FUNC_RE = re.compile(r"<function=([^>\s]+)\s*>")
 _PARAM_RE = re.compile(r"<parameter=([^>\s]+)\s*>")
 _PARAM_END_RE = re.compile(r"</parameter>\s*(?=<parameter=|</function>|</tool_call>|$)", re.S)
-_VALUE_STOP_RE = re.compile(r"<parameter=|</function>|</tool_call>")
+_VALUE_STOP_RE = re.compile(r"<parameter=|</function>")
 _FUNC_END = "</function>"
 
 
@@ -80,11 +80,14 @@ def parse_tool_calls(raw: str, schemas: Mapping[str, Mapping] | None = None) -> 
         visible.append(answer[pos:start])
         body_start = start + len(OPEN)
         call, end, error = _parse_one(answer, body_start, schemas or {})
+        open_value = isinstance(call, _OpenCall)
+        if open_value:
+            call = ParsedCall(call.name, call.arguments)
         if call is not None:
             result.calls.append(call)
         if error is not None:
             result.errors.append(error)
-        result.cut_off = call is not None and not answer.endswith(CLOSE, 0, end)
+        result.cut_off = call is not None and (open_value or not answer.endswith(CLOSE, 0, end))
         pos = max(end, body_start)
     result.text = "".join(visible).strip()
     return result
@@ -170,6 +173,13 @@ def _call_from_json(obj: Any, snippet: str) -> tuple[ParsedCall | None, FormatEr
     return ParsedCall(name.strip(), args), None
 
 
+@dataclass(frozen=True)
+class _OpenCall(ParsedCall):
+    """An XML call with a value that has no `</parameter>`: complete only if the model forgot the
+    tag, so it counts as cut off (a value quoting a whole call, `...</tool_call>`, may end right
+    where generation stopped)."""
+
+
 def _parse_xml(text: str, j: int, schemas: Mapping[str, Mapping]) -> tuple[ParsedCall | None, int, FormatError | None]:
     """Parses `<function=NAME><parameter=ARG>value</parameter>...</function>` starting at j, value
     by value: a value runs to its own `</parameter>` (one followed by the next parameter, the
@@ -182,6 +192,7 @@ def _parse_xml(text: str, j: int, schemas: Mapping[str, Mapping]) -> tuple[Parse
     props = (schemas.get(name) or {}).get("properties", {})
     args: dict[str, Any] = {}
     pos = m.end()
+    open_value = False
     while True:
         k = pos
         while k < len(text) and text[k].isspace():
@@ -195,15 +206,20 @@ def _parse_xml(text: str, j: int, schemas: Mapping[str, Mapping]) -> tuple[Parse
         else:  # unterminated: the value runs to the next parameter, the function's end or the end
             stop_m = _VALUE_STOP_RE.search(text, pm.end())
             stop = stop_m.start() if stop_m else len(text)
-            value = re.sub(r"\s*(</parameter>)?\s*(</function>)?\s*$", "", text[pm.end():stop])
+            value = text[pm.end():stop]
+            if stop == len(text):
+                value = re.sub(r"\s*(</parameter>)?\s*(</function>)?\s*(</tool_call>)?\s*$", "", value)
             pos = stop
+            open_value = True
         args[pm.group(1)] = _typed(_strip_one_newline(value), props.get(pm.group(1), {}))
     k = pos
     while k < len(text) and text[k].isspace():
         k += 1
     if text.startswith(_FUNC_END, k):
         pos = k + len(_FUNC_END)
-    return ParsedCall(name, args), _after_close(text, pos), None
+    if open_value and pos == len(text) and text.rstrip().endswith(CLOSE):
+        pos = len(text.rstrip()) - len(CLOSE)  # the value's stripped `</tool_call>` closes the call
+    return (_OpenCall if open_value else ParsedCall)(name, args), _after_close(text, pos), None
 
 
 def _strip_one_newline(value: str) -> str:
