@@ -43,7 +43,7 @@ def compile_pattern(pattern: str, ignore_case: bool) -> regex.Pattern:
 class Deadline:
     def __init__(self, seconds: float | None = None) -> None:
         self.seconds = GREP_SECONDS if seconds is None else seconds
-        self.end = time.monotonic() + seconds
+        self.end = time.monotonic() + self.seconds
 
     def left(self) -> float:
         left = self.end - time.monotonic()
