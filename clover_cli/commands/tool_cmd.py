@@ -31,8 +31,8 @@ def tool(name: str, root: str, args_json: str) -> None:
     from clover_cli.tools.registry import ToolArgumentError, run_tool, validate_args
     try:
         args = json.loads(args_json)
-    except ValueError as exc:  # JSONDecodeError, and huge-integer ValueError
-        _fail(f"--args is not valid JSON: {exc}")
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, huge integers, deep nesting
+        _fail(f"--args is not valid JSON: {exc}"[:300])
     try:
         validate_args(name, args)
     except ToolArgumentError as exc:
