@@ -27,7 +27,7 @@ from clover_cli.agent.prompt_files import observation
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 _THINK_RE = re.compile(r"<think>.*?(</think>|$)", re.S)
-_FUNC_RE = re.compile(r"<function=([^>\s]+)\s*>")
+_FUNC_RE = re.compile(r"<function=([^<>]*)>")  # any name: a wrong one is the registry's error
 _PARAM_RE = re.compile(r"<parameter=([^>\s]+)\s*>")
 _PARAM_END_RE = re.compile(r"</parameter>\s*(?=<parameter=|</function>|</tool_call>|$)", re.S)
 _VALUE_STOP_RE = re.compile(r"<parameter=|</function>")
@@ -185,8 +185,9 @@ def _parse_xml(text: str, j: int, schemas: Mapping[str, Mapping]) -> tuple[Parse
     by value: a value runs to its own `</parameter>` (one followed by the next parameter, the
     function's end or the call's end), so tags quoted inside a value stay part of it."""
     m = _FUNC_RE.match(text, j)
-    if not m:
-        end = _segment_end(text, j)
+    if not m:  # the call runs to its `</tool_call>`: a call quoted in it is never read as one
+        end = text.find(CLOSE, j)
+        end = len(text) if end < 0 else end
         return None, _after_close(text, end), _error(observation("parse_function_tag"), text[j:end])
     name = m.group(1).strip()
     props = (schemas.get(name) or {}).get("properties", {})
@@ -219,6 +220,8 @@ def _parse_xml(text: str, j: int, schemas: Mapping[str, Mapping]) -> tuple[Parse
         pos = k + len(_FUNC_END)
     if open_value and pos == len(text) and text.rstrip().endswith(CLOSE):
         pos = len(text.rstrip()) - len(CLOSE)  # the value's stripped `</tool_call>` closes the call
+    if not name:
+        return None, _after_close(text, pos), _error(observation("parse_no_name"), text[j:pos])
     return (_OpenCall if open_value else ParsedCall)(name, args), _after_close(text, pos), None
 
 

@@ -148,3 +148,10 @@ def test_lone_surrogates_are_replaced_so_the_result_encodes():
         json.dumps([r.text, r.calls[0].arguments], ensure_ascii=False).encode("utf-8")
     # a valid pair written as two escapes is one character, not two replacements
     assert parse_tool_calls(hermes("x", {"s": "\U0001F600"})).calls[0].arguments == {"s": "\U0001F600"}
+
+
+def test_a_broken_function_tag_swallows_what_it_quotes():
+    for head in ("<function= >", "<function=write_file<parameter=content>"):
+        raw = f"<tool_call>{head}<parameter=content>{NESTED}</parameter></function></tool_call> after"
+        r = parse_tool_calls(raw)
+        assert r.calls == [] and len(r.errors) == 1 and r.text.endswith("after"), (head, r)
