@@ -90,6 +90,10 @@ def _crash_result(name: str, e: BaseException) -> ToolResult:
 def _execute(call_id: str, name: str, args: dict, ctx: CallContext) -> Iterator[AgentEvent]:
     from clover_cli.tools import registry
 
+    try:  # a call no tool can run (unknown tool, wrong types, over a size limit) is answered
+        registry.validate_args(name, args)  # before anyone is asked to approve it
+    except (registry.ToolArgumentError, ValueError, OverflowError, TypeError, RecursionError) as exc:
+        return ToolResult(False, str(exc)[:300], {"error": "bad_arguments"})
     writing = registry.is_writing_tool(name)
     planned: list[str] = []
     if writing or ctx.protected_paths:

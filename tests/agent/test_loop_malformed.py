@@ -131,3 +131,18 @@ def test_catastrophic_patterns_end_in_time_through_the_loop(tmp_path, monkeypatc
     # ripgrep (no backtracking) answers at once; the Python engine stops at its deadline
     assert results[1].ok or results[1].details["error"] == "timeout"
     assert results[2].output == "(no files match)" and results[3].output.startswith("No matches")
+
+
+def test_a_call_no_tool_can_run_is_answered_before_any_approval(tmp_path):
+    from clover_cli.agent.events import ApprovalRequested
+
+    repo = make_repo(tmp_path / "repo", git=False)
+    script = [f"<tool_call>{json.dumps({'name': 'run_shell', 'arguments': {'command': 'echo ' + 'x' * 70_000}})}</tool_call>",
+              f"<tool_call>{json.dumps({'name': 'write_file', 'arguments': {'path': 'a.txt', 'content': 5}})}</tool_call>",
+              "done"]
+    agent = new_agent(repo, script, approval="ask")
+    events = drive(agent, "go")  # drive() would fail popping an answer if anyone were asked
+    assert of(events, ApprovalRequested) == []
+    first, second = of(events, ToolFinished)
+    assert first.details["error"] == second.details["error"] == "bad_arguments"
+    assert "the limit is 65,536 bytes" in first.output and "must be a string" in second.output
