@@ -137,12 +137,12 @@ def test_a_call_no_tool_can_run_is_answered_before_any_approval(tmp_path):
     from clover_cli.agent.events import ApprovalRequested
 
     repo = make_repo(tmp_path / "repo", git=False)
-    script = [f"<tool_call>{json.dumps({'name': 'run_shell', 'arguments': {'command': 'echo ' + 'x' * 70_000}})}</tool_call>",
-              f"<tool_call>{json.dumps({'name': 'write_file', 'arguments': {'path': 'a.txt', 'content': 5}})}</tool_call>",
-              "done"]
-    agent = new_agent(repo, script, approval="ask")
-    events = drive(agent, "go")  # drive() would fail popping an answer if anyone were asked
-    assert of(events, ApprovalRequested) == []
-    first, second = of(events, ToolFinished)
-    assert first.details["error"] == second.details["error"] == "bad_arguments"
-    assert "the limit is 65,536 bytes" in first.output and "must be a string" in second.output
+    calls = [("run_shell", {"command": "echo " + "x" * 70_000}, "the limit is 65,536 bytes"),
+             ("write_file", {"path": "a.txt", "content": 5}, "must be a string")]
+    for name, args, message in calls:  # one agent each: 70 KB fills the replay context window
+        agent = new_agent(repo, [f"<tool_call>{json.dumps({'name': name, 'arguments': args})}</tool_call>",
+                                 "done"], approval="ask")
+        events = drive(agent, "go")  # drive() would fail popping an answer if anyone were asked
+        assert of(events, ApprovalRequested) == []
+        (result,) = of(events, ToolFinished)
+        assert result.details["error"] == "bad_arguments" and message in result.output
