@@ -155,3 +155,21 @@ def test_a_broken_function_tag_swallows_what_it_quotes():
         raw = f"<tool_call>{head}<parameter=content>{NESTED}</parameter></function></tool_call> after"
         r = parse_tool_calls(raw)
         assert r.calls == [] and len(r.errors) == 1 and r.text.endswith("after"), (head, r)
+
+
+def test_parsing_stays_linear_on_adversarial_text():
+    """Thousands of unterminated calls, parameters or stray tags (each used to rescan the rest of
+    the text: 10-20 s here for these sizes) parse in well under a second or two."""
+    import time
+
+    texts = ["<tool_call><function=f>" + "<parameter=a>x" * 20000,
+             "<tool_call><function=f><parameter=a>x" * 20000,
+             "<tool_call><function=f>" + "<parameter=a>x</parameter>y" * 20000,
+             '<tool_call>{"a": "x' * 20000,
+             "<tool_call>" * 50000,
+             "<tool_call><function=f><parameter=a>" + " " * 200000 + "x"]
+    for text in texts:
+        started = time.monotonic()
+        r = parse_tool_calls(text)
+        assert time.monotonic() - started < 3, text[:60]
+        assert r.calls or r.errors
