@@ -1,8 +1,9 @@
 """grep's Python engine (docs/tools.md, "grep"): the regex runs on the PyPI `regex` module with a
 deadline, so a catastrophically backtracking pattern (`(a|aa)+b`) ends in a clear error instead of
 holding the process; every file is decoded the way read_file shows it (textio.decode: utf-8, else
-latin-1); files over MAX_FILE_BYTES are searched line by line as they stream, and the few too big
-even for that are named in the answer, never skipped in silence."""
+latin-1; over read_file's COUNT_LIMIT_BYTES, utf-8 with replacement, as read_file streams them);
+files over MAX_FILE_BYTES are searched line by line as they stream, and the few too big even for
+that are named in the answer, never skipped in silence."""
 from __future__ import annotations
 
 import os
@@ -14,6 +15,7 @@ from typing import Iterable, Iterator
 import regex
 
 from .files import regular_inside
+from .read_file import COUNT_LIMIT_BYTES
 from .textio import BOM, decode, is_binary, read_regular
 
 GREP_SECONDS = 10.0            # all regex work of one grep call (the regex module counts CPU time)
@@ -104,13 +106,15 @@ def _search_file(full: Path, size: int, rx: regex.Pattern, deadline: Deadline,
     with open(full, "rb") as fh:
         if is_binary(fh.read(8192)):
             return 0, []
+    if size > COUNT_LIMIT_BYTES:  # read_file streams these as utf-8 with replacement: so do we
+        return _search_lines(_stream(full, "utf-8", "replace"), rx, deadline, room)
     try:
         return _search_lines(_stream(full, "utf-8"), rx, deadline, room)
     except UnicodeDecodeError:  # not utf-8 somewhere: the whole file is latin-1, as read_file shows it
         return _search_lines(_stream(full, "latin-1"), rx, deadline, room)
 
 
-def _stream(full: Path, encoding: str) -> Iterator[str]:
+def _stream(full: Path, encoding: str, errors: str = "strict") -> Iterator[str]:
     """The file's lines (without "\\n"), decoded strictly; a utf-8 BOM is dropped as decode() does."""
     fd = os.open(full, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     os.set_blocking(fd, True)
@@ -118,7 +122,7 @@ def _stream(full: Path, encoding: str) -> Iterator[str]:
         for n, raw in enumerate(fh):
             if n == 0 and encoding == "utf-8" and raw.startswith(BOM):
                 raw = raw[len(BOM):]
-            yield raw.decode(encoding).rstrip("\n")
+            yield raw.decode(encoding, errors).rstrip("\n")
 
 
 def _search_lines(lines: Iterator[str], rx: regex.Pattern, deadline: Deadline,
