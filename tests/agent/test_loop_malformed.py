@@ -146,3 +146,25 @@ def test_a_call_no_tool_can_run_is_answered_before_any_approval(tmp_path):
         assert of(events, ApprovalRequested) == []
         (result,) = of(events, ToolFinished)
         assert result.details["error"] == "bad_arguments" and message in result.output
+
+
+def test_native_calls_from_a_server_are_bounded_and_scrubbed_too(tmp_path):
+    from clover_cli.agent import Agent, AgentConfig
+    from clover_cli.agent.backends import make_backend
+
+    from .openai_server import ScriptedServer, sse_text, sse_tool_call
+
+    repo = make_repo(tmp_path / "repo", git=False)
+    responses = [sse_tool_call("c1", "read_file", ['{"path": ', "[" * 3000 + "]" * 3000 + "}"]),
+                 sse_tool_call("c2", "read_file", ['{"path": "calc.py", "start_line": ' + "9" * 5000 + "}"]),
+                 sse_tool_call("c3\ud800", "read_\udfffx", ['{"path": "\\ud800"}']),
+                 sse_text("done")]
+    with ScriptedServer(responses) as srv:
+        agent = Agent(make_backend(f"openai:{srv.base_url}#m"), AgentConfig(root=repo))
+        events = list(agent.run_turn("go"))
+    assert events[-1].reason == "done" and events[-1].stats["format_errors"] == 2
+    sent = [r["body"]["messages"][-1]["content"] for r in srv.requests[1:3]]
+    assert "more than 64 levels deep" in sent[0] and "more than 100 digits" in sent[1]
+    (result,) = of(events, ToolFinished)
+    assert result.name == "read_\ufffdx" and "unknown tool" in result.output
+    assert _log_records(agent)[-1]["type"] == "turn_end"
