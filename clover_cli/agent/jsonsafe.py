@@ -15,13 +15,14 @@ import json
 import re
 from typing import Any
 
+from clover_cli.tools.argcheck import scrub  # lone surrogates -> U+FFFD (one definition for both layers)
+
 MAX_DEPTH = 64
 MAX_INT_DIGITS = 100
 
 # One token of a JSON text, for the scan: a whole string (escapes skipped), a bracket, a tool-call
 # tag outside strings, or an unterminated string's opening quote.
 _TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]|</tool_call>|<tool_call>|"', re.S)
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class JSONLimitError(ValueError):
@@ -31,15 +32,6 @@ class JSONLimitError(ValueError):
         super().__init__(f"{key} (limit {limit})")
         self.key = key
         self.limit = limit
-
-
-def scrub(text: str) -> str:
-    """`text` with every lone surrogate replaced by U+FFFD (the text is then valid UTF-8)."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return _SURROGATE.sub("\ufffd", text)
 
 
 def scrub_value(value: Any) -> Any:
