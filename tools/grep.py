@@ -58,11 +58,12 @@ def grep(root: Path, pattern: str, path: str | None = None, glob: str | None = N
     deadline = Deadline()
     found = None
     engine = "python"
-    if shutil.which("rg") and rg_can_search(pattern):
+    file_set = "ripgrep" if shutil.which("rg") else "python"  # which files a search reads
+    if file_set == "ripgrep" and rg_can_search(pattern):
         found = _ripgrep(root, sub, pattern, glob, ignore_case, deadline)
         engine = "ripgrep" if found is not None else "python"
-    if found is None:
-        found = _python_grep(root, sub, rx, glob, deadline)
+    if found is None:  # the Python engine reads ripgrep's file set where ripgrep is installed
+        found = search_files(root, _searched_files(root, sub, glob, file_set), rx, deadline)
     if found.timed_out:
         return ToolResult(False, f"grep stopped: searching for {_short(pattern)} took longer than "
                           f"{deadline.seconds:g} s. A pattern with nested repeats such as (a|aa)+b can "
@@ -73,7 +74,7 @@ def grep(root: Path, pattern: str, path: str | None = None, glob: str | None = N
     details = {"matches": found.total, "files": found.nfiles, "engine": engine,
                "skipped": [rel for rel, _ in found.skipped]}
     if not found.matches:
-        hint, suggestions = _no_match_hint(root, sub, pattern, glob, ignore_case, engine)
+        hint, suggestions = _no_match_hint(root, sub, pattern, glob, ignore_case, file_set)
         return ToolResult(True, f"No matches for {_short(pattern)}.{hint}{skipped}",
                           {**details, "suggestions": suggestions})
     lines = [f"{show_path(p)}:{n}: {_clip(t)}" for p, n, t in found.matches[:MAX_MATCHES]]

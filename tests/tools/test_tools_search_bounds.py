@@ -138,3 +138,17 @@ def test_file_names_with_newlines_cannot_fake_entries(git_repo, engine):
     res = run_tool("grep", {"pattern": "secret"}, git_repo)
     assert res.output.splitlines()[:2] == ["'evil\\nfake.py':1: secret = 1", "real.py:1: secret = 2"]
     assert res.details["engine"] == engine
+
+
+@pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep is not installed here")
+def test_a_pattern_ripgrep_hands_over_reads_ripgrep_s_files(git_repo):
+    """A non-ASCII pattern goes to the Python engine, which still reads only the files ripgrep
+    would (hidden ones are not among them), so `café` and `caf` search the same files."""
+    (git_repo / ".hidden").mkdir()
+    (git_repo / ".hidden" / "menu.txt").write_text("café\n")
+    (git_repo / "menu.txt").write_text("café\n")
+    commit_all(git_repo)
+    for pattern, engine in (("caf", "ripgrep"), ("café", "python")):
+        res = run_tool("grep", {"pattern": pattern}, git_repo)
+        assert res.details["engine"] == engine and res.output.splitlines()[0] == "menu.txt:1: café"
+        assert res.details["files"] == 1
