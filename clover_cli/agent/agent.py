@@ -151,12 +151,13 @@ class Agent:
             if finished:
                 raise
             msg = f"internal error: {type(e).__name__}: {e}"[:500]
+            stats = TurnStats().as_dict()
             yield AgentError(msg, fatal=True)
             try:
-                self._log.append({"type": "turn_end", "reason": "error", "final_text": msg, "stats": {}})
+                self._log.append({"type": "turn_end", "reason": "error", "final_text": msg, "stats": stats})
             except Exception:  # the log itself may be what failed
                 pass
-            yield TurnFinished("error", msg, {})
+            yield TurnFinished("error", msg, stats)
         finally:
             self._lock.release()
 
