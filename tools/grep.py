@@ -1,65 +1,109 @@
-"""grep: regex search over the repository's files; ripgrep when installed, Python otherwise."""
+"""grep: regex search over the repository's files; ripgrep when installed, Python otherwise.
+
+Both engines answer alike (docs/tools.md, "grep"): neither can hang (ripgrep's regex engine does
+not backtrack and runs under a deadline; the Python engine, grepsearch, runs the `regex` module with
+a timeout), lines are decoded the way read_file shows them (a line that is not utf-8 is latin-1),
+file names are shown escaped when they hold unprintable characters, and files too big to search
+are named. A pattern that can match non-ASCII text goes to the Python engine, which decodes each
+file as a whole like read_file; ripgrep matches bytes and would miss `café` in a latin-1 file.
+"""
 from __future__ import annotations
 
+import base64
 import json
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
-from .base import ToolResult
-from .files import GlobError, glob_match, glob_regex, not_found_message, regular_inside, repo_files
-from .paths import PRIVATE_DIR, PathError, relpath, resolve_in_root
-from .textio import is_binary, read_regular
+import regex
 
-MAX_MATCHES = 200
+from .argcheck import glob_error, path_error, pattern_error
+from .base import ToolResult
+from .display import show_path
+from .files import GlobError, not_found_message, regular_inside, repo_files
+from .globmatch import check_glob, glob_match
+from .grepsearch import MAX_FILE_BYTES, MAX_MATCHES, Deadline, Found, compile_pattern, search_files
+from .paths import PRIVATE_DIR, PathError, relpath, resolve_in_root
+from .textio import decode, is_binary, read_regular
+
 MAX_LINE_CHARS = 300
-MAX_FILE_BYTES = 5_000_000
+_RG_UNSAFE = re.compile(r"\\[xuUNpP]")  # escapes that name non-ASCII characters
 
 
 def grep(root: Path, pattern: str, path: str | None = None, glob: str | None = None,
          ignore_case: bool = False) -> ToolResult:
     """Search file contents for the regex `pattern`; lines are reported as `path:line: text`."""
+    for err, kind in ((pattern_error(pattern), "regex"), (path_error(path), "path"),
+                      (glob_error(glob), "glob")):
+        if err:
+            return ToolResult(False, err, {"error": kind})
     try:
         sub = resolve_in_root(root, path)
-        regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+        rx = compile_pattern(pattern, ignore_case)
         if glob:
-            glob_regex(glob.strip())
+            check_glob(glob)
     except PathError as exc:
         return ToolResult(False, str(exc), {"error": "path"})
     except GlobError as exc:
         return ToolResult(False, str(exc), {"error": "glob"})
-    except re.error as exc:
-        return ToolResult(False, f"invalid regular expression {pattern!r}: {exc}", {"error": "regex"})
+    except (regex.error, re.error, ValueError, OverflowError, RecursionError) as exc:
+        return ToolResult(False, f"invalid regular expression {_short(pattern)}: {exc}", {"error": "regex"})
     if not sub.exists():
         return ToolResult(False, not_found_message(root, path, kind="any"), {"error": "not_found"})
     if not (sub.is_dir() or sub.is_file()):  # a FIFO or device: reading it could block forever
         return ToolResult(False, f"{path} is not a regular file or directory; not searched.",
                           {"error": "not_regular"})
     root = Path(root).resolve()
-    if shutil.which("rg"):
-        found = _ripgrep(root, sub, pattern, glob, ignore_case)
-        engine = "ripgrep"
-    else:
-        found = None
-    if found is None:
-        found = _python_grep(root, sub, regex, glob)
-        engine = "python"
-    matches, total, nfiles = found
-    if not matches:
-        hint, suggestions = _no_match_hint(root, sub, pattern, glob, ignore_case, engine)
-        return ToolResult(True, f"No matches for {pattern!r}.{hint}",
-                          {"matches": 0, "files": 0, "engine": engine,
-                           "suggestions": suggestions})
-    lines = [f"{p}:{n}: {_clip(t)}" for p, n, t in matches[:MAX_MATCHES]]
-    text = "\n".join(lines)
+    deadline = Deadline()
+    found = None
+    engine = "python"
+    file_set = "ripgrep" if shutil.which("rg") else "python"  # which files a search reads
+    if file_set == "ripgrep" and rg_can_search(pattern):
+        found = _ripgrep(root, sub, pattern, glob, ignore_case, deadline)
+        engine = "ripgrep" if found is not None else "python"
+    if found is None:  # the Python engine reads ripgrep's file set where ripgrep is installed
+        found = search_files(root, _searched_files(root, sub, glob, file_set), rx, deadline)
+    if found.timed_out:
+        return ToolResult(False, f"grep stopped: searching for {_short(pattern)} took longer than "
+                          f"{deadline.seconds:g} s. A pattern with nested repeats such as (a|aa)+b can "
+                          "take exponential time; simplify it, or narrow the search with `path` or "
+                          "`glob`.", {"error": "timeout", "engine": engine,
+                                      "matches": found.total, "files": found.nfiles})
+    skipped = _skipped_note(found)
+    details = {"matches": found.total, "files": found.nfiles, "engine": engine,
+               "skipped": [rel for rel, _ in found.skipped]}
+    if not found.matches:
+        hint, suggestions = _no_match_hint(root, sub, pattern, glob, ignore_case, file_set)
+        return ToolResult(True, f"No matches for {_short(pattern)}.{hint}{skipped}",
+                          {**details, "suggestions": suggestions})
+    lines = [f"{show_path(p)}:{n}: {_clip(t)}" for p, n, t in found.matches[:MAX_MATCHES]]
+    total, nfiles = found.total, found.nfiles
     summary = (f"[{total} match{'es' if total != 1 else ''} in {nfiles} "
                f"file{'s' if nfiles != 1 else ''}")
     summary += f"; showing the first {MAX_MATCHES}. Narrow with `path` or `glob`.]" \
         if total > MAX_MATCHES else "]"
-    return ToolResult(True, text + "\n" + summary,
-                      {"matches": total, "files": nfiles, "truncated": total > MAX_MATCHES,
-                       "engine": engine})
+    return ToolResult(True, "\n".join(lines) + "\n" + summary + skipped,
+                      {**details, "truncated": total > MAX_MATCHES})
+
+
+def rg_can_search(pattern: str) -> bool:
+    """Whether ripgrep answers like the Python engine: it matches bytes, so a pattern that can
+    match a non-ASCII character would miss it in a latin-1 file that read_file shows decoded."""
+    return pattern.isascii() and not _RG_UNSAFE.search(pattern)
+
+
+def _skipped_note(found: Found) -> str:
+    if not found.skipped:
+        return ""
+    names = ", ".join(f"{show_path(rel)} ({why})" for rel, why in found.skipped[:10])
+    more = f" and {len(found.skipped) - 10} more" if len(found.skipped) > 10 else ""
+    return f"\n[not searched: {names}{more}]"
+
+
+def _short(pattern: str) -> str:
+    text = repr(pattern)
+    return text if len(text) <= 200 else text[:200] + "..."
 
 
 # A search for a name that is not there is most often a mistyped or misremembered name (the bundled
@@ -147,18 +191,19 @@ def _searched_files(root: Path, sub: Path, glob: str | None, engine: str) -> lis
         return [rel] if engine == "ripgrep" or not glob or glob_match(rel, glob) else []
     if engine == "ripgrep":
         try:
-            res = subprocess.run(["rg", "--files", *_rg_scope(root, sub, glob)], cwd=root,
-                                 capture_output=True, stdin=subprocess.DEVNULL, timeout=30)
+            res = subprocess.run(["rg", "--files", "--null", *_rg_scope(root, sub, glob)], cwd=root,
+                                 capture_output=True, stdin=subprocess.DEVNULL, timeout=Deadline().seconds)
         except (OSError, subprocess.TimeoutExpired):
             res = None
         if res is not None and res.returncode in (0, 1):
-            names = res.stdout.decode("utf-8", "replace").splitlines()
+            names = [n for n in res.stdout.decode("utf-8", "replace").split("\0") if n]
             return sorted(n[2:] if n.startswith("./") else n for n in names)
     return [rel for rel in repo_files(root, sub) if not glob or glob_match(rel, glob)]
 
 
 def _text_of(base: str, full: Path) -> str | None:
-    """A searchable file's text, or None (outside the root, not regular, too big, binary)."""
+    """A searchable file's text as read_file shows it, or None (outside the root, not regular,
+    too big for suggestions, binary)."""
     if not regular_inside(base, str(full)):  # symlinks out of the root, FIFOs, devices
         return None
     try:
@@ -167,7 +212,7 @@ def _text_of(base: str, full: Path) -> str | None:
         data = read_regular(full)
     except OSError:
         return None
-    return None if is_binary(data) else data.decode("utf-8", "replace")
+    return None if is_binary(data) else decode(data)[0]
 
 
 def _line_of(root: Path, where: tuple[str, int]) -> tuple[str, int]:
@@ -181,25 +226,12 @@ def _clip(text: str) -> str:
     return text if len(text) <= MAX_LINE_CHARS else text[:MAX_LINE_CHARS] + " [...]"
 
 
-def _python_grep(root: Path, sub: Path, regex: re.Pattern, glob: str | None):
+def _python_grep(root: Path, sub: Path, rx: "regex.Pattern", glob: str | None,
+                 deadline: Deadline | None = None) -> Found:
     targets = [relpath(root, sub)] if sub.is_file() else repo_files(root, sub)
-    base = str(root)
-    matches, total, nfiles = [], 0, 0
-    for rel in targets:
-        if glob and not glob_match(rel, glob):
-            continue
-        text = _text_of(base, root / rel)
-        if text is None or not regex.search(text):
-            continue
-        hit = False
-        for n, line in enumerate(text.split("\n"), 1):
-            if regex.search(line):
-                total += 1
-                hit = True
-                if len(matches) < MAX_MATCHES:
-                    matches.append((rel, n, line))
-        nfiles += hit
-    return matches, total, nfiles
+    if glob:
+        targets = [rel for rel in targets if glob_match(rel, glob)]
+    return search_files(root, targets, rx, deadline or Deadline())
 
 
 def _rg_scope(root: Path, sub: Path, glob: str | None) -> list[str]:
@@ -209,26 +241,46 @@ def _rg_scope(root: Path, sub: Path, glob: str | None) -> list[str]:
     return scope + [str(sub.relative_to(root)) if sub != root else "."]
 
 
-def _ripgrep(root: Path, sub: Path, pattern: str, glob: str | None, ignore_case: bool):
+def _rg_text(field: dict, encoding: str = "utf-8") -> str:
+    """A ripgrep JSON text field: {"text": ...}, or {"bytes": base64} when it is not utf-8 (a line
+    that is not utf-8 means the file is not, and read_file shows such a file as latin-1)."""
+    if "text" in field:
+        return field["text"]
+    raw = base64.b64decode(field.get("bytes", ""))
+    return raw.decode(encoding, "replace")
+
+
+def _ripgrep(root: Path, sub: Path, pattern: str, glob: str | None, ignore_case: bool,
+             deadline: Deadline | None = None) -> Found | None:
+    """ripgrep's answer, or None when it cannot give one (the Python engine decides then)."""
     cmd = ["rg", "--json", "-e", pattern] + (["-i"] if ignore_case else [])
     cmd += _rg_scope(root, sub, glob)
+    seconds = (deadline or Deadline()).seconds
     try:
-        res = subprocess.run(cmd, cwd=root, capture_output=True, stdin=subprocess.DEVNULL, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
+        res = subprocess.run(cmd, cwd=root, capture_output=True, stdin=subprocess.DEVNULL, timeout=seconds)
+    except subprocess.TimeoutExpired:
+        return Found(timed_out=True)
+    except OSError:
         return None
     if res.returncode not in (0, 1):
         return None  # e.g. a regex rg cannot compile: let the Python fallback decide
-    matches, total, files = [], 0, set()
-    for line in res.stdout.decode("utf-8", "replace").splitlines():
-        ev = json.loads(line)
+    found = Found()
+    files = set()
+    for line in res.stdout.splitlines():
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
         if ev.get("type") != "match":
             continue
         data = ev["data"]
-        rel = data["path"].get("text", "")
+        rel = _rg_text(data["path"], "utf-8")
         rel = rel[2:] if rel.startswith("./") else rel
-        total += 1
+        found.total += 1
         files.add(rel)
-        if len(matches) < MAX_MATCHES:
-            matches.append((rel, data["line_number"], data["lines"].get("text", "").rstrip("\r\n")))
-    matches.sort(key=lambda m: (m[0], m[1]))
-    return matches, total, len(files)
+        if len(found.matches) < MAX_MATCHES:
+            text = _rg_text(data["lines"], "latin-1")
+            found.matches.append((rel, data["line_number"], text.rstrip("\r\n")))
+    found.matches.sort(key=lambda m: (m[0], m[1]))
+    found.nfiles = len(files)
+    return found

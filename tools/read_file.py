@@ -5,6 +5,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Iterator
 
+from .argcheck import path_error
 from .base import ToolResult
 from .files import not_found_message
 from .paths import PathError, relpath, resolve_in_root
@@ -23,6 +24,9 @@ def read_file(root: Path, path: str, start_line: int | None = None,
     Text is decoded the way edit_file matches it (utf-8, else latin-1), so what the model
     reads is what it can quote back in an edit.
     """
+    err = path_error(path)  # a megabyte path is refused at once (docs/tools.md, "Argument limits")
+    if err:
+        return ToolResult(False, err, {"error": "path"})
     try:
         full = resolve_in_root(root, path)
     except PathError as exc:

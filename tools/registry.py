@@ -9,6 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
+from .argcheck import argument_error, path_error, scrub
 from .base import ToolResult
 
 # name -> {argument: (json type, required)}; descriptions live in prompts/tools/<name>.txt
@@ -96,6 +97,9 @@ def _coerce(name: str, args: Any) -> dict:
                 raise ToolArgumentError(f"{name}: missing required argument {arg!r}")
             continue
         out[arg] = _coerce_value(name, arg, typ, args[arg])
+        limit = argument_error(name, arg, out[arg])  # sizes: docs/tools.md, "Argument limits"
+        if limit:
+            raise ToolArgumentError(limit)
     return out
 
 
@@ -103,7 +107,7 @@ def _coerce_value(name: str, arg: str, typ: str, value: Any) -> Any:
     bad = ToolArgumentError(f"{name}: argument {arg!r} must be a {typ}, got {_short_repr(value)}")
     if typ == "string":
         if isinstance(value, str):
-            return value
+            return scrub(value)
         raise bad
     if typ == "boolean":
         if isinstance(value, bool):
@@ -117,7 +121,7 @@ def _coerce_value(name: str, arg: str, typ: str, value: Any) -> Any:
         if isinstance(value, str):
             value = [value]
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
-            return value
+            return [scrub(v) for v in value]
         raise bad
     raise bad
 
@@ -189,9 +193,11 @@ def _dispatch(name: str) -> Callable[..., ToolResult]:
 def run_tool(name: str, args: dict, root: Path, *, on_output: Callable[[str], None] | None = None,
              timeout: float | None = None,
              cancel: threading.Event | None = None) -> ToolResult:
-    """Run one tool. Never raises for ordinary failures: they come back as ok=False.
+    """Run one tool. Never raises: failures come back as ok=False, and so does any exception a
+    tool lets escape (details["error"] == "internal"); the output is always valid UTF-8.
 
-    Bad arguments give details["error"] == "bad_arguments". `timeout` is the default for
+    Bad arguments (wrong type, unknown, over a size limit of argcheck) give
+    details["error"] == "bad_arguments". `timeout` is the default for
     run_shell when the call gives none; `on_output` receives run_shell's output as it arrives.
     `cancel`: when set, run_shell kills its process group within ~0.3 s and returns ok=False
     with details["cancelled"] = True; the other tools are short and ignore it.
@@ -200,9 +206,14 @@ def run_tool(name: str, args: dict, root: Path, *, on_output: Callable[[str], No
         return EXTERNAL[name][1](args if isinstance(args, dict) else {}, cancel)
     try:
         kwargs = _coerce(name, args)
-    except (ToolArgumentError, ValueError, OverflowError, TypeError) as exc:
-        return ToolResult(False, str(exc)[:300], {"error": "bad_arguments"})
-    root = Path(root)
+    except (ToolArgumentError, ValueError, OverflowError, TypeError, RecursionError) as exc:
+        return ToolResult(False, scrub(str(exc)[:300]), {"error": "bad_arguments"})
+    result = _run(name, kwargs, Path(root), on_output, timeout, cancel)
+    output = scrub(result.output) if isinstance(result.output, str) else str(result.output)
+    return result if output is result.output else ToolResult(result.ok, output, result.details)
+
+
+def _run(name: str, kwargs: dict, root: Path, on_output, timeout, cancel) -> ToolResult:
     if not root.is_dir():
         return ToolResult(False, f"repository root {root} is not a directory", {"error": "root"})
     if name == "run_shell":
@@ -213,8 +224,8 @@ def run_tool(name: str, args: dict, root: Path, *, on_output: Callable[[str], No
     try:
         return _dispatch(name)(root, **kwargs)
     except Exception as exc:  # a bug or an OS error: report it to the model, do not crash the turn
-        return ToolResult(False, f"{name} failed unexpectedly: {type(exc).__name__}: {exc}",
-                          {"error": "internal"})
+        text = f"{name} failed unexpectedly: {type(exc).__name__}: {exc}"
+        return ToolResult(False, text if len(text) <= 500 else text[:500] + " ...", {"error": "internal"})
 
 
 def planned_writes(name: str, args: dict, root: Path) -> list[str]:
@@ -228,6 +239,13 @@ def planned_writes(name: str, args: dict, root: Path) -> list[str]:
 
 
 def _named_paths(name: str, args: dict) -> list[str]:
+    """The paths a call that failed validation names (those no file could have are left out)."""
+    return [p for p in _named_paths_raw(name, args) if path_error(p) is None]
+
+
+def _named_paths_raw(name: str, args: dict) -> list[str]:
+    if not isinstance(args, dict):
+        return []
     if name in ("edit_file", "write_file"):
         return [str(args.get("path", ""))] if args.get("path") else []
     paths = []

@@ -21,7 +21,8 @@ from clover_cli.agent.context import compacted, elide_tool_outputs, truncate_out
 from clover_cli.agent.events import (AgentError, AgentEvent, BlockText, DenoiseProgress, Notice,
                                      ToolCallProposed, ToolFinished, TurnFinished, TurnStarted)
 from clover_cli.agent.instructions import system_prompt
-from clover_cli.agent.parsing import FormatError, ParsedCall, cut_off_call, parse_tool_calls
+from clover_cli.agent.jsonsafe import JSONLimitError, loads as json_loads, scrub
+from clover_cli.agent.parsing import FormatError, ParsedCall, parse_tool_calls
 from clover_cli.agent.prompt_files import observation, prompt_text
 from clover_cli.agent.session import SessionLog, find_session, load_messages, new_session_id
 from clover_cli.agent.stats import TurnStats
@@ -144,8 +145,22 @@ class Agent:
         """Runs the model and its tool calls until it answers without calls or a limit stops it."""
         if not self._lock.acquire(blocking=False):
             raise RuntimeError("a turn is already running")
+        finished = False
         try:
-            yield from self._turn(user_text)
+            for event in self._turn(scrub(user_text)):
+                finished = finished or isinstance(event, TurnFinished)
+                yield event
+        except Exception as e:  # a bug must not end the stream without its turn_end (docs/agent.md)
+            if finished:
+                raise
+            msg = f"internal error: {type(e).__name__}: {e}"[:500]
+            stats = TurnStats().as_dict()
+            yield AgentError(msg, fatal=True)
+            try:
+                self._log.append({"type": "turn_end", "reason": "error", "final_text": msg, "stats": stats})
+            except Exception:  # the log itself may be what failed
+                pass
+            yield TurnFinished("error", msg, stats)
         finally:
             self._lock.release()
 
@@ -204,19 +219,20 @@ class Agent:
                 return
             recoveries = 0
             stats.add_model(completion.stats)
-            parsed = parse_tool_calls(completion.text, self._schemas)
+            text = scrub(completion.text)  # lone surrogates never reach the log
+            parsed = parse_tool_calls(text, self._schemas)
             if completion.finish_reason == "cancelled" or self._cancel.is_set():
                 if parsed.text:  # keep what was said; unfinished calls are not run
                     self._add({"role": "assistant", "content": parsed.text})
                 yield from self._finish("cancelled", parsed.text, stats)
                 return
             if (completion.finish_reason == "length" and not completion.tool_calls and parsed.calls
-                    and cut_off_call(completion.text)):  # never run a call cut off mid-argument
+                    and parsed.cut_off):  # never run a call cut off mid-argument
                 parsed.calls.pop()
                 parsed.errors.append(FormatError(observation("parse_cut_off"),
-                                                 completion.text[completion.text.rfind("<tool_call>"):][:300]))
+                                                 text[text.rfind("<tool_call>"):][:300]))
             calls, errors = self._calls_of(completion, parsed.calls, parsed.errors)
-            assistant: dict[str, Any] = {"role": "assistant", "content": completion.text}
+            assistant: dict[str, Any] = {"role": "assistant", "content": text}
             if calls:
                 assistant["tool_calls"] = [{"id": cid, "type": "function",
                                             "function": {"name": c.name, "arguments": c.arguments}}
@@ -256,15 +272,19 @@ class Agent:
             return [(self._new_call_id(), c) for c in text_calls], list(errors)
         calls, errs = [], []
         for nc in completion.tool_calls:
+            name, raw_args = scrub(nc.name or ""), scrub(nc.arguments or "")
             try:
-                args = json.loads(nc.arguments, strict=False) if nc.arguments.strip() else {}
+                args = json_loads(raw_args) if raw_args.strip() else {}
+            except JSONLimitError as exc:
+                errs.append(FormatError(observation(exc.key, limit=exc.limit), raw_args[:300]))
+                continue
             except ValueError:
                 args = None
-            if not nc.name or not isinstance(args, dict):
-                errs.append(FormatError(f"the arguments of {nc.name or 'a tool call'} are not a JSON object",
-                                        nc.arguments[:300]))
+            if not name or not isinstance(args, dict):
+                errs.append(FormatError(f"the arguments of {name or 'a tool call'} are not a JSON object",
+                                        raw_args[:300]))
                 continue
-            calls.append((nc.id or self._new_call_id(), ParsedCall(nc.name, args)))
+            calls.append((scrub(nc.id or "") or self._new_call_id(), ParsedCall(name, args)))
         return calls, errs
 
     def _new_call_id(self) -> str:

@@ -69,9 +69,31 @@ def _wait(future: Future, cancel: threading.Event) -> ApprovalAnswer | None:
 
 
 def execute_call(call_id: str, name: str, args: dict, ctx: CallContext) -> Iterator[AgentEvent]:
-    """Applies the policy to one call and runs it; returns its ToolResult."""
+    """Applies the policy to one call and runs it; returns its ToolResult.
+
+    Whatever the call holds, the result is a ToolResult the model reads: an exception escaping
+    the policy, the planning or the tool (OSError ENAMETOOLONG, ValueError, RecursionError, ...)
+    becomes ok=False with details["error"] == "crash", never a crash of the turn."""
+    try:
+        return (yield from _execute(call_id, name, args, ctx))
+    except Exception as e:
+        return _crash_result(name, e)
+
+
+def _crash_result(name: str, e: BaseException) -> ToolResult:
+    text = f"tool {name} failed unexpectedly: {type(e).__name__}: {e}"
+    if len(text) > 500:
+        text = text[:500] + " ..."
+    return ToolResult(False, text, {"error": "crash"})
+
+
+def _execute(call_id: str, name: str, args: dict, ctx: CallContext) -> Iterator[AgentEvent]:
     from clover_cli.tools import registry
 
+    try:  # a call no tool can run (unknown tool, wrong types, over a size limit) is answered
+        registry.validate_args(name, args)  # before anyone is asked to approve it
+    except (registry.ToolArgumentError, ValueError, OverflowError, TypeError, RecursionError) as exc:
+        return ToolResult(False, str(exc)[:300], {"error": "bad_arguments"})
     writing = registry.is_writing_tool(name)
     planned: list[str] = []
     if writing or ctx.protected_paths:
@@ -126,8 +148,7 @@ def _run_streaming(call_id: str, name: str, args: dict, ctx: CallContext) -> Ite
         try:
             holder["result"] = _call_tool(registry.run_tool, name, args, ctx, chunks.put)
         except Exception as e:  # a tool bug must not kill the session; the model reads it
-            holder["result"] = ToolResult(False, f"tool {name} failed unexpectedly: {type(e).__name__}: {e}",
-                                          {"error": "crash"})
+            holder["result"] = _crash_result(name, e)
         finally:
             chunks.put(_DONE)
 

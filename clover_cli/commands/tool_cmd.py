@@ -35,8 +35,8 @@ def tool(ctx: click.Context, name: str, args_json: str) -> None:
         _fail(f"root {str(root)!r} is not a directory")
     try:
         args = json.loads(args_json)
-    except ValueError as exc:  # JSONDecodeError, and huge-integer ValueError
-        _fail(f"--args is not valid JSON: {exc}")
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, huge integers, deep nesting
+        _fail(f"--args is not valid JSON: {exc}"[:300])
     try:
         validate_args(name, args)
     except ToolArgumentError as exc:

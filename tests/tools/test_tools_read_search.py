@@ -130,14 +130,14 @@ def test_ripgrep_and_python_agree_when_rg_is_installed(git_repo):
     import pytest
 
     from clover_cli.tools.grep import _python_grep, _ripgrep
+    from clover_cli.tools.grepsearch import compile_pattern
     if shutil.which("rg") is None:
         pytest.skip("ripgrep is not installed here; the Python engine is covered above")
-    import re
     (git_repo / "a.py").write_text("alpha\nbeta alpha\n")
     (git_repo / "sub").mkdir()
     (git_repo / "sub" / "b.txt").write_text("ALPHA\n")
     root = git_repo.resolve()
-    assert _ripgrep(root, root, "alpha", None, True) == _python_grep(root, root, re.compile("alpha", re.I), None)
+    assert _ripgrep(root, root, "alpha", None, True) == _python_grep(root, root, compile_pattern("alpha", True), None)
 
 
 def test_grep_without_matches_suggests_close_names(git_repo):

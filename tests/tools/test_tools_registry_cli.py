@@ -119,3 +119,63 @@ def test_cli_bad_numbers_exit_2_with_one_json_line(tmp_path, raw):
     assert "Traceback" not in proc.stderr
     lines = proc.stdout.strip().splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["error"] == "bad_arguments"
+
+
+LIMITED = [  # (tool, arguments, what the one-line refusal says)
+    ("read_file", {"path": "a/" * 2100}, "'path' is 4,200 bytes long; the limit is 4,096 bytes"),
+    ("read_file", {"path": "x" * 256}, "a file name is at most 255 bytes"),
+    ("read_file", {"path": "d/" + "é" * 128}, "component of 256 bytes"),
+    ("write_file", {"path": "d/" + "n" * 300, "content": "x"}, "a file name is at most 255 bytes"),
+    ("edit_file", {"path": "a" * 5000, "old": "x", "new": "y"}, "the limit is 4,096 bytes"),
+    ("list_files", {"path": "sub/" + "p" * 400}, "a file name is at most 255 bytes"),
+    ("list_files", {"pattern": "*" * 2000}, "'pattern' is 2,000 bytes long; the limit is 1,024"),
+    ("grep", {"pattern": "(" * 9000}, "'pattern' is 9,000 bytes long; the limit is 8,192"),
+    ("grep", {"pattern": "x", "glob": "{" * 1500}, "'glob' is 1,500 bytes long"),
+    ("repo_map", {"paths": ["ok.py", "q" * 300]}, "a file name is at most 255 bytes"),
+    ("repo_map", {"paths": ["a.py"] * 1001}, "has 1,001 items; the limit is 1,000"),
+    ("run_shell", {"command": "echo " + "x" * 70_000}, "the limit is 65,536 bytes"),
+    ("write_file", {"path": "big.txt", "content": "x" * (16 * 1024 * 1024 + 1)}, "the limit is 16,777,216"),
+]
+
+
+@pytest.mark.parametrize("name,args,message", LIMITED, ids=[f"{n}-{i}" for i, (n, _, _) in enumerate(LIMITED)])
+def test_oversized_arguments_are_refused_before_the_tool_runs(tmp_path, name, args, message):
+    import time
+
+    started = time.monotonic()
+    res = run_tool(name, args, tmp_path)
+    assert time.monotonic() - started < 1
+    assert not res.ok and res.details["error"] == "bad_arguments"
+    assert res.output.startswith(f"{name}: argument ") and message in res.output, res.output
+    assert "\n" not in res.output and len(res.output) <= 300
+    assert not (tmp_path / "big.txt").exists()
+    with pytest.raises(ToolArgumentError):
+        validate_args(name, args)
+    from clover_cli.tools.argcheck import path_error
+    # a path no file could have is never snapshotted before the (refused) write
+    assert all(path_error(p) is None for p in planned_writes(name, args, tmp_path))
+
+
+def test_arguments_at_the_limits_still_run(tmp_path):
+    name = "n" * 200  # (a 255-byte name fails in the write's temporary file name, .NAME.XXXX.clover-tmp)
+    res = run_tool("write_file", {"path": f"d/{name}", "content": "hi\n"}, tmp_path)
+    assert res.ok, res.output
+    assert run_tool("read_file", {"path": f"d/{name}"}, tmp_path).output == "     1\thi"
+    assert run_tool("grep", {"pattern": "h" + "i?" * 4000}, tmp_path).details["matches"] == 1
+
+
+def test_lone_surrogates_in_arguments_are_replaced_and_output_is_valid_utf8(tmp_path):
+    (tmp_path / "a.txt").write_text("x\n")
+    for name, args in (("read_file", {"path": "\ud800.txt"}), ("grep", {"pattern": "\udfff"}),
+                       ("list_files", {"pattern": "\ud800*"}), ("write_file", {"path": "s\udc80.txt", "content": "\ud800"})):
+        res = run_tool(name, args, tmp_path)
+        res.output.encode("utf-8")
+        json.dumps(res.as_dict(), ensure_ascii=False).encode("utf-8")
+    assert (tmp_path / "s\ufffd.txt").read_text() == "\ufffd"
+
+
+def test_cli_deeply_nested_args_exit_2_without_a_traceback(tmp_path):
+    proc = clover("tool", "read_file", "--root", str(tmp_path), "--args",
+                  '{"path": ' + "[" * 30_000 + "]" * 30_000 + "}")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-500:]
+    assert json.loads(proc.stdout.strip())["error"] == "bad_arguments"
