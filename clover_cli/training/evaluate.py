@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from clover_cli.engine.config import DEFAULT_THRESHOLD
 from clover_cli.training.blockdiff import additive_mask, block_ids
 
 
@@ -18,7 +19,7 @@ def block_causal(n: int, block_size: int, device=None) -> torch.Tensor:
 
 @torch.no_grad()
 def bd_generate(model, prompt: list[int], mask_id: int, eos_ids: tuple[int, ...],
-                block_size: int = 32, max_new: int = 64, threshold: float = 0.95,
+                block_size: int = 32, max_new: int = 64, threshold: float = DEFAULT_THRESHOLD,
                 ) -> tuple[list[int], int]:
     """Greedy block-diffusion decoding (absolute block alignment, i predicts i).
 

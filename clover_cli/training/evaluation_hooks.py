@@ -6,6 +6,7 @@ import random
 import re
 from pathlib import Path
 
+from clover_cli.engine.config import DEFAULT_THRESHOLD
 from clover_cli.training import curriculum, names, transcripts
 from clover_cli.training.data import CodeSource, chat_example, fixed_batches
 from clover_cli.training.evaluate import bd_generate
@@ -84,7 +85,7 @@ def call_prompts(tok, n: int, seed: int, records: list[dict] | None = None,
     return out
 
 
-def call_accuracy(model, tok, prompts: list[tuple], block_size: int, threshold: float = 0.95,
+def call_accuracy(model, tok, prompts: list[tuple], block_size: int, threshold: float = DEFAULT_THRESHOLD,
                   generate=None) -> dict:
     """Share of prompts whose decoded call names the right tool with exactly the right args.
 
@@ -130,7 +131,7 @@ def answer_grounding(model, tok, records: list[dict], block_size: int, generate=
         msgs = [m for m in rec["messages"][:-1] if m["role"] != "system"]
         prompt = tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
         ids = tok(prompt, add_special_tokens=False)["input_ids"]
-        out, _ = decode(model, ids, mask_id, eos, block_size, max_new=max_new, threshold=0.95)
+        out, _ = decode(model, ids, mask_id, eos, block_size, max_new=max_new, threshold=DEFAULT_THRESHOLD)
         text = tok.decode(out, skip_special_tokens=True)
         said = set(_FACT_RE.findall(text))
         n += 1
@@ -263,7 +264,7 @@ def engine_generator(model_dir: str):
 
     engine = Engine(load_model(model_dir))
 
-    def generate(model, ids, mask_id, eos, block_size=32, max_new=64, threshold=0.95):
+    def generate(model, ids, mask_id, eos, block_size=32, max_new=64, threshold=DEFAULT_THRESHOLD):
         result = engine.generate(list(ids), GenerationConfig(max_new_tokens=max_new, threshold=threshold))
         return list(result.token_ids), result.stats.forwards
 

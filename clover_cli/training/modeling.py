@@ -5,6 +5,8 @@ import json
 import shutil
 from pathlib import Path
 
+from clover_cli.engine.config import DEFAULT_THRESHOLD
+
 BLOCK_SIZE = 32
 # Size presets for a model trained from scratch. None is called "tiny": that is the bundled
 # model's name (a grown "nano"), and a preset of the same name would be a different model.
@@ -190,7 +192,7 @@ def save_checkpoint(model, tokenizer, out: Path, dtype=None, extra: dict | None 
     gen = {"eos_token_id": eos, "pad_token_id": tokenizer.pad_token_id,
            "mask_token_id": int(model.config.mask_token_id),
            "block_size": int(model.config.block_size), "do_sample": False,
-           "threshold": 0.95}
+           "threshold": DEFAULT_THRESHOLD}
     (out / "generation_config.json").write_text(json.dumps(gen, indent=2) + "\n")
     del torch
 

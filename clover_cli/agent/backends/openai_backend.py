@@ -35,6 +35,7 @@ from clover_cli.agent.backends.openai_wire import (cut_off_as_text, error_detail
                                                    window_from_props, window_in_message)
 from clover_cli.agent.backends.recoverable import ContextOverflowError, StreamFeedbackError
 from clover_cli.agent.events import BlockText, Notice
+from clover_cli.engine.config import DEFAULT_THRESHOLD
 
 __all__ = ["OpenAIBackend", "to_openai_messages"]
 DEFAULT_WINDOW = 32768
@@ -54,7 +55,7 @@ class OpenAIBackend(ModelBackend):
 
     native_tools = True
 
-    def __init__(self, base_url: str, model: str, threshold: float = 0.95, api_key: str | None = None,
+    def __init__(self, base_url: str, model: str, threshold: float = DEFAULT_THRESHOLD, api_key: str | None = None,
                  api_key_env: str | None = None, timeout: float = 120.0, retries: int = 3,
                  backoff: float = 1.0, context_window: int | None = None, temperature: float | None = None,
                  probe: bool = True, **_: object) -> None:
