@@ -1,4 +1,4 @@
-"""Maps the card's top-level folders into one installed namespace (DESIGN.md section 2).
+"""Maps the card's top-level folders into one installed namespace (docs/design.md, Boundaries).
 
 engine/ -> clover_cli.engine, kernels/ -> clover_cli.kernels, tools/ -> clover_cli.tools,
 prompts/ -> clover_cli.prompts. Everything else lives in pyproject.toml.

@@ -1,4 +1,4 @@
-"""What every tool returns (DESIGN.md section 2): data, never an exception for ordinary failures."""
+"""What every tool returns (docs/design.md, Boundaries): data, never an exception for ordinary failures."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,4 +1,4 @@
-"""The headless agent loop: model backends, tool calls, approvals, sessions (DESIGN.md section 4)."""
+"""The headless agent loop: model backends, tool calls, approvals, sessions (docs/agent.md)."""
 from __future__ import annotations
 
 from clover_cli.agent.config import APPROVAL_MODES, AgentConfig

@@ -1,4 +1,4 @@
-"""The agent loop (DESIGN.md sections 2 and 4): model -> tool calls -> tools -> model, as events.
+"""The agent loop (docs/design.md, Boundaries and Agent): model -> tool calls -> tools -> model, as events.
 
 Headless: `run_turn` is a blocking generator yielding the frozen dataclasses of events.py; every
 front end (TUI, `clover run`, `clover fix`, `clover swebench`) consumes the same stream.

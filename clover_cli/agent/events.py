@@ -1,4 +1,4 @@
-"""The agent's event stream (DESIGN.md sections 2 and 4).
+"""The agent's event stream (docs/design.md, Boundaries and Agent).
 
 Every front end (TUI, `clover run --json`, `clover fix`, `clover swebench`) consumes these
 frozen dataclasses and nothing else.

@@ -1,4 +1,4 @@
-"""Parses tool calls out of raw model text (DESIGN.md section 4).
+"""Parses tool calls out of raw model text (docs/agent.md).
 
 Two forms, as Qwen-family models write them:
   Hermes JSON:     <tool_call>{"name": "read_file", "arguments": {"path": "a.py"}}</tool_call>

@@ -52,7 +52,7 @@ def special_ids(tokenizer) -> dict[str, int]:
 
 
 def mark_diffusion(cfg, mask_token_id: int, block_size: int = BLOCK_SIZE) -> None:
-    """Add the keys that make a config a block-diffusion model (DESIGN.md section 3)."""
+    """Add the keys that make a config a block-diffusion model (docs/engine.md)."""
     cfg.mask_token_id = int(mask_token_id)
     cfg.block_size = int(block_size)
     cfg.architectures = ["Qwen3ForCausalLM"]

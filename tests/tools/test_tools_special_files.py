@@ -46,7 +46,9 @@ def test_grep_never_reads_through_links_out_of_the_root(git_repo, outside):
                     git_repo).details["matches"] == 0
     res = run_tool("grep", {"pattern": FALLBACK}, git_repo)
     assert res.details["engine"] == "python" and "inside.txt:1: root inside" in res.output
-    assert "alias.txt:1: root inside" in res.output  # the inside link is still searched
+    if not shutil.which("rg"):  # without ripgrep the inside link is still searched; with it,
+        # the Python engine reads ripgrep's file set (links not followed), as ripgrep does
+        assert "alias.txt:1: root inside" in res.output
     if shutil.which("rg"):
         res = run_tool("grep", {"pattern": "root"}, git_repo)
         assert res.details["engine"] == "ripgrep" and "inside.txt:1" in res.output

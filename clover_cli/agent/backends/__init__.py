@@ -1,4 +1,4 @@
-"""Model backends behind one interface, chosen by the model spec (DESIGN.md section 3)."""
+"""Model backends behind one interface, chosen by the model spec (docs/engine.md)."""
 from __future__ import annotations
 
 from clover_cli.agent.backends.base import BackendError, Completion, ModelBackend, NativeToolCall

@@ -1,4 +1,4 @@
-"""The one interface every model backend implements (DESIGN.md section 3 specs)."""
+"""The one interface every model backend implements (docs/engine.md, model specs)."""
 from __future__ import annotations
 
 import json
