@@ -63,7 +63,7 @@ def fix(ctx: click.Context, test, test_cmd, model, root, attempts, max_steps, ma
     def make_backend():
         from clover_cli.agent.backends import make_backend as make
 
-        return make(str(spec) if spec.kind != "replay" else f"replay:{spec.value}")
+        return make(spec)  # the typed spec parsed above: never turned back into a string
 
     log = sys.stderr
     try:
