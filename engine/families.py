@@ -15,7 +15,7 @@ class FamilyError(ValueError):
 
 @dataclass(frozen=True)
 class Family:
-    name: str  # "clover" | "sdar" | "fast_dllm_v2" | "hybrid" | "ar"
+    name: str  # "clover" | "sdar" | "fast_dllm_v2" | "llada2" | "hybrid" | "ar"
     is_diffusion: bool
     hf_model_type: str  # the transformers model_type the weights load as
     mask_token_id: int | None = None
@@ -58,8 +58,12 @@ def detect_family(config: dict[str, Any], *, block_size: int | None = None) -> F
             raise FamilyError(f"bad block_size {value!r} in config")
         return value
 
-    if model_type in DREAM_TYPES:
-        raise FamilyError("Dream-family checkpoints are not supported yet (full-attention diffusion)")
+    if model_type in DREAM_TYPES or model_type in ("llada", "LLaDA"):
+        raise FamilyError(
+            f"{model_type} is a full-attention diffusion model (Dream / LLaDA 1.x): its reference "
+            "decodes with no KV cache, and block-wise caching of it (Fast-dLLM v1) is approximate, "
+            "so the engine refuses it rather than give different tokens; use a block-diffusion "
+            "checkpoint (SDAR, Fast-dLLM v2, LLaDA2.0)")
     if model_type == "Fast_dLLM_Qwen" or model_type.lower() == "fast_dllm_qwen":
         mask = mask_id if mask_id is not None else FAST_DLLM_MASK_ID
         # the reference stops at its own stop token only (never generation_config's extra EOS
@@ -73,6 +77,12 @@ def detect_family(config: dict[str, Any], *, block_size: int | None = None) -> F
         if mask_id is None:
             raise FamilyError("sdar checkpoint has no mask_token_id in config.json")
         return Family("sdar", True, "qwen3", int(mask_id), _block(4), mask_in_softmax=True)
+    if model_type == "llada2_moe":
+        # engine/models/llada2.py; the reference generate's defaults: mask 156895, eos 156892
+        eos = config.get("eos_token_id")
+        return Family("llada2", True, "llada2_moe", int(mask_id if mask_id is not None else 156895),
+                      _block(32), stop_ids=(int(eos) if isinstance(eos, int) else 156892,),
+                      mask_in_softmax=True)
     if model_type in HYBRID_MODEL_TYPES:
         if mask_id is None:
             if cfg_block is not None:

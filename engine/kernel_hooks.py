@@ -71,7 +71,7 @@ def install_kernels(model: Any, *, force: bool = False) -> list[str]:
     try:
         model.set_attn_implementation(ATTENTION_NAME)
         installed.append("block_attention")
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, AttributeError):  # our own modules (engine/models) use SDPA
         pass
     for name in GDN_MODULES:
         try:

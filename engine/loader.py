@@ -176,6 +176,9 @@ def _load_directory(directory: Path, name: str, *, device: Any, dtype: Any,
         fields = clean_config(raw)
     except ConfigError as exc:
         raise ModelLoadError(f"{name}: {exc}") from None
+    if family.name == "llada2":  # no transformers class: our own module (engine/models/llada2.py)
+        return _finish(directory, name, raw, family, _load_llada2(directory, name, raw, dtype, device),
+                       device)
     try:
         config = AutoConfig.for_model(family.hf_model_type, **fields)
     except Exception as exc:  # noqa: BLE001 - transformers raises many kinds here
@@ -201,6 +204,21 @@ def _load_directory(directory: Path, name: str, *, device: Any, dtype: Any,
         problems.append(f"shape mismatch ({len(mismatched)}, e.g. {first[0] if isinstance(first, tuple) else first})")
     if problems:
         raise ModelLoadError(f"{name}: checkpoint does not match its config: " + "; ".join(problems))
+    return _finish(directory, name, raw, family, model, device)
+
+
+def _load_llada2(directory: Path, name: str, raw: dict, dtype: Any, device: Any):
+    from .models.llada2 import load_llada2
+
+    try:
+        return load_llada2(directory, raw, _pick_dtype(dtype, device))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ModelLoadError(f"{name}: checkpoint does not match its config: {_one_line(exc)}") from None
+
+
+def _finish(directory: Path, name: str, raw: dict, family: Family, model: Any,
+            device: Any) -> LoadedModel:
+    """Tokenizer, vocabulary check, device: what every directory checkpoint ends with."""
     tokenizer = _load_tokenizer(directory, name)
     vocab = model.get_output_embeddings().weight.shape[0]
     if family.mask_token_id is not None and not 0 <= family.mask_token_id < vocab:

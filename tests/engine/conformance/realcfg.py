@@ -31,12 +31,15 @@ def shrink(raw: dict) -> dict:
     return cfg
 
 
-def write_tokenizer(directory: Path, vocab_size: int, mask_id: int, eos: str = "<|im_end|>"):
+def write_tokenizer(directory: Path, vocab_size: int, mask_id: int, eos: str = "<|im_end|>",
+                    stop_ids: tuple[int, ...] = ()):
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     names = dict(SPECIALS)
     names[mask_id] = "<|mask|>"
+    for i in stop_ids:
+        names.setdefault(i, f"<|stop{i}|>")
     vocab = {names.get(i, f"t{i}"): i for i in range(vocab_size)}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="t0"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
@@ -57,18 +60,28 @@ def build(raw: dict, directory: Path, *, hf_type: str, stop_ids: tuple[int, ...]
 
     directory.mkdir(parents=True, exist_ok=True)
     cfg = shrink(raw)
-    mask_id = int(cfg.get("mask_token_id") or 151665)
-    write_tokenizer(directory, cfg["vocab_size"], mask_id)
+    mask_id = int(cfg.get("mask_token_id") or (156895 if hf_type == "llada2_moe" else 151665))
+    write_tokenizer(directory, cfg["vocab_size"], mask_id, stop_ids=stop_ids)
     plain = {k: v for k, v in cfg.items() if k not in (
         "model_type", "architectures", "auto_map", "attn_implementation", "torch_dtype", "use_cache",
         "transformers_version")}
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(hf_type, **plain),
-                                             attn_implementation="eager")
+    if hf_type == "llada2_moe":  # no transformers class: the engine's own module
+        from clover_cli.engine.models.llada2 import LLaDA2MoE
+
+        model = LLaDA2MoE(cfg)
+    else:
+        model = AutoModelForCausalLM.from_config(AutoConfig.for_model(hf_type, **plain),
+                                                 attn_implementation="eager")
     with torch.no_grad():
-        for p in model.parameters():
+        for name, p in model.named_parameters():
             if p.dim() >= 2:
                 p.normal_(0.0, 0.15)
+            elif name.endswith("norm.weight"):
+                p.fill_(1.0)
+        for name, b in model.named_buffers():
+            if name.endswith("expert_bias"):
+                b.normal_(0.0, 0.1)
         head = model.get_output_embeddings().weight
         active = torch.tensor(ACTIVE + list(stop_ids))
         rows = torch.randn(len(active), head.shape[1]) * scale / head.shape[1] ** 0.5

@@ -101,3 +101,38 @@ def fast_dllm_generate(model, prompt: list[int], *, mask_id: int, max_new_tokens
     if finished:
         out = out[:out.index(stop_token) + 1]
     return out[:max_new_tokens]
+
+
+def llada2_generate(model, prompt: list[int], *, mask_id: int, gen_length: int, block_length: int,
+                    steps: int, threshold: float, eos_id: int) -> list[int]:
+    """inclusionAI LLaDA2.0 `generate` (eos_early_stop off): every block gets `steps` denoise
+    steps with a transfer schedule spreading block_length over them; each step commits the
+    positions above the threshold when there are at least as many as scheduled, else the most
+    confident ones; the output is cut after the first EOS."""
+    steps = min(steps, gen_length)
+    n = len(prompt)
+    num_blocks = (n + gen_length + block_length - 1) // block_length
+    x = list(prompt) + [mask_id] * (num_blocks * block_length - n)
+    base, extra = divmod(block_length, steps)
+    schedule = [base + (1 if i < extra else 0) for i in range(steps)]
+    for b in range(n // block_length, num_blocks):
+        lo, hi = b * block_length, (b + 1) * block_length
+        for step in range(steps):
+            masked = [i - lo for i in range(lo, hi) if x[i] == mask_id]
+            if not masked:
+                break
+            logits = _logits(model, x[:hi], block_length)[lo:hi]
+            probs = torch.softmax(logits, dim=-1)
+            x0 = logits.argmax(dim=-1)
+            conf = torch.full((block_length,), float("-inf"), dtype=torch.float64)
+            for j in masked:
+                conf[j] = probs[j, x0[j]]
+            high = conf > threshold
+            if int(high.sum()) >= schedule[step]:
+                chosen = torch.nonzero(high).flatten().tolist()
+            else:
+                chosen = conf.topk(min(schedule[step], len(masked))).indices.tolist()
+            for j in chosen:
+                x[lo + j] = int(x0[j])
+    out = x[n:n + gen_length]
+    return out[:out.index(eos_id) + 1] if eos_id in out else out
