@@ -161,7 +161,13 @@ class BlockDecoder:
             if self.first_token_rule and not fixed and carry is not None:
                 # Fast-dLLM v2: the previous position's argmax opens the block, committed before
                 # any denoise step (also right after a prefill that ends on a block boundary)
-                block[0] = self._argmax(carry)
+                row = carry
+                if self.processing:  # repetition control / progressive ending, as for any step
+                    row = process_logits(carry[None], cfg, recent=generated, generated=len(generated),
+                                         eos_ids=self.eos)[0]
+                if self.healing is not None and block_index == 0:
+                    row = self.healing.constrain(row)
+                block[0] = self._argmax(row)
                 masked[0] = False
             selected_stop = not self.first_token_rule  # Fast-dLLM ends only on a *selected* stop
             live = masked  # masked positions selection may pick (eos_confine narrows it)
