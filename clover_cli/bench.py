@@ -19,6 +19,7 @@ from clover_cli.engine.config import GenerationConfig
 class RunTotals:
     label: str
     threshold: float | None
+    option: str | None = None  # a named speed-up that may change tokens (GenerationConfig field)
     tokens: int = 0
     forwards: int = 0
     seconds: float = 0.0
@@ -117,6 +118,8 @@ def run_bench(lm, prompts: dict[str, list], thresholds: list[float], max_new_tok
         cases.append(("agent", lm.encode(text), case))
     ar = RunTotals("ar", None)
     runs = [RunTotals(f"t={t}", t) for t in thresholds] if lm.is_diffusion else []
+    # speed-ups that change tokens are off by default; each is measured against the exact default
+    options = [RunTotals(f"t={thresholds[0]}+eos_confine", thresholds[0], "eos_confine")] if runs else []
     for i, (kind, ids, _) in enumerate(cases):
         if progress:
             progress(f"prompt {i + 1}/{len(cases)} ({kind})")
@@ -128,6 +131,10 @@ def run_bench(lm, prompts: dict[str, list], thresholds: list[float], max_new_tok
             run.add(kind, engine.generate(ids, GenerationConfig(max_new_tokens=max_new_tokens,
                                                                 threshold=run.threshold,
                                                                 token_healing=heal)))
+        for run in options:
+            run.add(kind, engine.generate(ids, GenerationConfig(
+                max_new_tokens=max_new_tokens, threshold=run.threshold, token_healing=heal,
+                **{run.option: True})))
 
     def summary(run: RunTotals) -> dict[str, Any]:
         parse_ok, calls_ok, calls_right, agree = [], [], [], []
@@ -158,10 +165,20 @@ def run_bench(lm, prompts: dict[str, list], thresholds: list[float], max_new_tok
             "speedup_agent": _ratio(_tps(run, "agent"), _tps(ar, "agent")),
         }
 
+    def option_summary(run: RunTotals) -> dict[str, Any]:
+        exact = next(r for r in runs if r.threshold == run.threshold and r.option is None)
+        same = [a[1] == b[1] for a, b in zip(run.outputs, exact.outputs)]
+        out = summary(run)
+        out.update(option=run.option, identical_to_exact=_rate(same),
+                   speedup_vs_exact=_ratio(run.tokens / run.seconds if run.seconds else None,
+                                           exact.tokens / exact.seconds if exact.seconds else None))
+        return out
+
     ar_summary = summary(ar)
     ar_summary.pop("threshold")
     return {"model": lm.name, "block_size": lm.block_size, "prompts": len(cases),
-            "max_new_tokens": max_new_tokens, "ar": ar_summary, "runs": [summary(r) for r in runs]}
+            "max_new_tokens": max_new_tokens, "ar": ar_summary, "runs": [summary(r) for r in runs],
+            "options": [option_summary(r) for r in options]}
 
 
 def _rate(values: list[bool]) -> float | None:
@@ -206,6 +223,11 @@ def format_table(report: dict[str, Any]) -> str:
         rows.append("by kind of prompt (TPF, speedup vs AR): " + "; ".join(
             f"t={r['threshold']}: agent {_num(r['tpf_agent'])}, {_num(r['speedup_agent'])}x, "
             f"code {_num(r['tpf_code'])}, {_num(r['speedup_code'])}x" for r in report["runs"]))
+    for r in report.get("options", []):
+        same = r["identical_to_exact"]
+        rows.append(f"option {r['option']} at t={r['threshold']} (off by default): TPF {r['tpf']:.2f}, "
+                    f"{_num(r['speedup_vs_exact'])}x the exact default, outputs identical "
+                    f"{'-' if same is None else f'{100 * same:.0f}%'}")
     return "\n".join(rows)
 
 

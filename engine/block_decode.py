@@ -46,11 +46,17 @@ class BlockDecoder:
         self.healing = healing
         self.B = cfg.block_size or lm.block_size
         self.mask_id = lm.mask_token_id
-        self.eos = tuple(lm.eos_token_ids)
-        self.shifted = lm.family.shifted_logits
-        self.recurrent = lm.family.recurrent
-        # a hybrid fuses only when every GDN layer can split its input (recurrent_split.py)
-        self.fuse = fuse_commit and (not self.recurrent or install_recurrent_split(lm.model) > 0)
+        family = lm.family
+        self.eos = tuple(family.stop_ids if family.stop_ids is not None else lm.eos_token_ids)
+        self.shifted = family.shifted_logits
+        self.recurrent = family.recurrent
+        self.first_token_rule = family.first_token_rule
+        self.sub = min(self.B, cfg.sub_block_size or family.sub_block or self.B)
+        self.mask_in_softmax = family.mask_in_softmax
+        # a hybrid fuses only when every GDN layer can split its input (recurrent_split.py); the
+        # first-token rule needs the commit's logits before the next block's first step
+        self.fuse = (fuse_commit and not self.first_token_rule
+                     and (not self.recurrent or install_recurrent_split(lm.model) > 0))
         self.device = lm.device
         self._index = torch.arange(self.B, device=self.device)  # block positions 0..B-1
         self.dtype = next(lm.model.parameters()).dtype
@@ -149,17 +155,26 @@ class BlockDecoder:
             block = torch.full((B,), self.mask_id, dtype=torch.long, device=self.device)
             if fixed:
                 block[:fixed] = torch.tensor(self.prompt[start:n], device=self.device)
-            end = min(B, limit - start)  # positions past the token budget stay masked
-            decodable = torch.zeros(B, dtype=torch.bool, device=self.device)
-            decodable[fixed:end] = True
-            masked = decodable.clone()
-            # positions after the first committed EOS are cut from the output: they stay masked
-            # (the model's view is unchanged) but are never selected again
-            live = masked  # masked positions still worth decoding
+            end = min(B, limit - start)  # the output is cut here; the whole block is decoded
+            masked = torch.zeros(B, dtype=torch.bool, device=self.device)
+            masked[fixed:] = True
+            if self.first_token_rule and not fixed and carry is not None:
+                # Fast-dLLM v2: the previous position's argmax opens the block, committed before
+                # any denoise step (also right after a prefill that ends on a block boundary)
+                row = carry
+                if self.processing:  # repetition control / progressive ending, as for any step
+                    row = process_logits(carry[None], cfg, recent=generated, generated=len(generated),
+                                         eos_ids=self.eos)[0]
+                if self.healing is not None and block_index == 0:
+                    row = self.healing.constrain(row)
+                block[0] = self._argmax(row)
+                masked[0] = False
+            selected_stop = not self.first_token_rule  # Fast-dLLM ends only on a *selected* stop
+            live = masked  # masked positions selection may pick (eos_confine narrows it)
             saved = snapshot_recurrent(cache) if recurrent_cache else None
             steps = 0
             eos_at = -1
-            while live.any():
+            while bool(masked[fixed:end].any()):  # positions past `end` only matter until then
                 if self.cancel is not None and self.cancel.is_set():
                     finish = "cancelled"
                     break
@@ -175,18 +190,25 @@ class BlockDecoder:
                 if self.healing is not None and block_index == 0 and bool(masked[fixed]):
                     logits = logits.clone()  # the first generated token continues the prompt's text
                     logits[fixed] = self.healing.constrain(logits[fixed])
-                tokens, _, commit = select(logits, live, cfg.threshold, cfg.temperature,
-                                           self.mask_id, self.generator, cfg.top_p)
+                tokens, _, commit = select(logits, self._selectable(live), cfg.threshold,
+                                           cfg.temperature, self.mask_id, self.generator, cfg.top_p,
+                                           mask_in_softmax=self.mask_in_softmax)
                 block = torch.where(commit, tokens, block)
-                masked &= ~commit  # (live is masked itself, or is recomputed below)
+                masked = masked & ~commit
                 steps += 1
                 toks, still = block[fixed:end].tolist(), masked[fixed:end].tolist()
                 yield DenoiseStep(block_index, steps, tuple(toks), tuple(still), int(commit.sum()))
+                if not selected_stop and self.eos:
+                    selected_stop = any(t in self.eos for t in block[commit].tolist())
                 eos_at, first_eos = self._eos_done(toks, still, fixed)
-                if eos_at >= 0:
+                if eos_at >= 0 and selected_stop:
                     break
-                if first_eos >= 0:
+                eos_at = -1
+                live = masked
+                if cfg.eos_confine and first_eos >= 0:
                     live = masked & (self._index < first_eos)
+                    if not bool(live.any()):
+                        break
             steps_per_block.append(steps)
             if finish == "cancelled":
                 break
@@ -194,6 +216,8 @@ class BlockDecoder:
             new = block[fixed:(eos_at + 1 if stop_here else end)].tolist()
             generated.extend(new)
             blocks.append(tuple(new))
+            if stop_here:
+                generated = self._cut_at_first_eos(generated)
             yield BlockCommitted(block_index, tuple(new), self.streamer.delta(generated))
             if stop_here:
                 finish = "eos"
@@ -211,6 +235,31 @@ class BlockDecoder:
             block_index += 1
 
         yield self._result(generated, finish, steps_per_block, t0)
+
+    def _argmax(self, logits: torch.Tensor) -> int:
+        """The greedy token of one row [V]; the mask token is never a prediction."""
+        row = logits.float().clone()
+        row[self.mask_id] = float("-inf")
+        return int(row.argmax())
+
+    def _selectable(self, live: torch.Tensor) -> torch.Tensor:
+        """The live positions of the current sub-block (the first one still holding a masked
+        position; Fast-dLLM v2 decodes its sub-blocks in order), or all of them."""
+        if self.sub >= self.B:
+            return live
+        where = torch.nonzero(live).flatten()
+        if where.numel() == 0:
+            return live
+        lo = int(where[0]) // self.sub * self.sub
+        return live & (self._index >= lo) & (self._index < lo + self.sub)
+
+    def _cut_at_first_eos(self, ids: list[int]) -> list[int]:
+        """The output ends after its first EOS (an earlier block may hold one that did not end
+        the generation: Fast-dLLM's carried first token)."""
+        for i, tok in enumerate(ids):
+            if tok in self.eos:
+                return ids[:i + 1]
+        return ids
 
     def _eos_done(self, toks: list[int], still: list[bool], fixed: int) -> tuple[int, int]:
         """(done, first): block index of the first committed EOS, as `done` when every position

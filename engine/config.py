@@ -30,6 +30,10 @@ class GenerationConfig:
     progressive_ending: bool = False
     prefill_chunk_blocks: int | None = None  # prompt prefill chunk in blocks; None: ~1024 tokens
     token_healing: bool = False  # raw completions: back up the last prompt token (engine/healing.py)
+    sub_block_size: int | None = None  # None: the family's own (Fast-dLLM v2: 8; others: the block)
+    # speed-up that changes tokens (off by default; `clover bench` measures it against the exact
+    # default): once an EOS is committed, never select positions after it
+    eos_confine: bool = False
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
@@ -43,6 +47,8 @@ class GenerationConfig:
             raise ValueError("top_p must be in (0, 1]")
         if self.repetition_penalty < 1.0:
             raise ValueError("repetition_penalty must be >= 1.0")
+        if self.sub_block_size is not None and not 1 <= self.sub_block_size <= 1024:
+            raise ValueError("sub_block_size must be between 1 and 1024")
         if self.prefill_chunk_blocks is not None and self.prefill_chunk_blocks < 1:
             raise ValueError("prefill_chunk_blocks must be >= 1")
         self.stop = tuple(self.stop)

@@ -15,13 +15,21 @@ class FamilyError(ValueError):
 
 @dataclass(frozen=True)
 class Family:
-    name: str  # "clover" | "sdar" | "fast_dllm_v2" | "hybrid" | "ar"
+    name: str  # "clover" | "sdar" | "fast_dllm_v2" | "llada2" | "hybrid" | "ar"
     is_diffusion: bool
     hf_model_type: str  # the transformers model_type the weights load as
     mask_token_id: int | None = None
     block_size: int = 1
     shifted_logits: bool = False  # True: logits at i-1 predict token i
     recurrent: bool = False  # GDN layers carry history as recurrent state
+    # what the family's own reference generate does (docs/engine.md, "Families"):
+    first_token_rule: bool = False  # a block's first token is the previous position's argmax,
+    #   committed before any denoise step (Fast-dLLM v2)
+    sub_block: int | None = None  # positions decoded in order inside a block (Fast-dLLM v2: 8)
+    stop_ids: tuple[int, ...] | None = None  # the reference's own stop tokens (None: the
+    #   checkpoint's EOS ids)
+    mask_in_softmax: bool = False  # confidence = softmax over every logit, mask token's included
+    #   (the mask is still never a prediction); False: its logit is dropped first (ours)
 
 
 # model types transformers can run autoregressively here (checked at load time too)
@@ -29,6 +37,8 @@ AR_MODEL_TYPES = {"llama", "qwen2", "qwen3", "mistral", "gemma", "gemma2", "phi3
                   "qwen2_moe", "olmo", "olmo2", "granite", "smollm3", "gpt2", "gpt_neox"}
 HYBRID_MODEL_TYPES = {"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"}
 FAST_DLLM_MASK_ID = 151665
+FAST_DLLM_STOP_TOKEN = 151645  # <|im_end|>: the reference generate's stop_token default
+FAST_DLLM_SUB_BLOCK = 8  # the reference's small_block_size default
 DREAM_TYPES = {"dream", "Dream"}
 
 
@@ -48,15 +58,31 @@ def detect_family(config: dict[str, Any], *, block_size: int | None = None) -> F
             raise FamilyError(f"bad block_size {value!r} in config")
         return value
 
-    if model_type in DREAM_TYPES:
-        raise FamilyError("Dream-family checkpoints are not supported yet (full-attention diffusion)")
+    if model_type in DREAM_TYPES or model_type in ("llada", "LLaDA"):
+        raise FamilyError(
+            f"{model_type} is a full-attention diffusion model (Dream / LLaDA 1.x): its reference "
+            "decodes with no KV cache, and block-wise caching of it (Fast-dLLM v1) is approximate, "
+            "so the engine refuses it rather than give different tokens; use a block-diffusion "
+            "checkpoint (SDAR, Fast-dLLM v2, LLaDA2.0)")
     if model_type == "Fast_dLLM_Qwen" or model_type.lower() == "fast_dllm_qwen":
         mask = mask_id if mask_id is not None else FAST_DLLM_MASK_ID
-        return Family("fast_dllm_v2", True, "qwen2", int(mask), _block(32), shifted_logits=True)
+        # the reference stops at its own stop token only (never generation_config's extra EOS
+        # ids); the released config's eos_token_id is that token (151645)
+        eos = config.get("eos_token_id")
+        stop = eos if isinstance(eos, int) else FAST_DLLM_STOP_TOKEN
+        return Family("fast_dllm_v2", True, "qwen2", int(mask), _block(32), shifted_logits=True,
+                      first_token_rule=True, sub_block=FAST_DLLM_SUB_BLOCK, stop_ids=(int(stop),),
+                      mask_in_softmax=True)
     if model_type == "sdar":
         if mask_id is None:
             raise FamilyError("sdar checkpoint has no mask_token_id in config.json")
-        return Family("sdar", True, "qwen3", int(mask_id), _block(4))
+        return Family("sdar", True, "qwen3", int(mask_id), _block(4), mask_in_softmax=True)
+    if model_type == "llada2_moe":
+        # engine/models/llada2.py; the reference generate's defaults: mask 156895, eos 156892
+        eos = config.get("eos_token_id")
+        return Family("llada2", True, "llada2_moe", int(mask_id if mask_id is not None else 156895),
+                      _block(32), stop_ids=(int(eos) if isinstance(eos, int) else 156892,),
+                      mask_in_softmax=True)
     if model_type in HYBRID_MODEL_TYPES:
         if mask_id is None:
             if cfg_block is not None:

@@ -14,7 +14,7 @@ tests under TRITON_INTERPRET=1):
 from __future__ import annotations
 
 import contextlib
-import importlib
+import sys
 import threading
 from collections import Counter
 from typing import Any
@@ -71,14 +71,13 @@ def install_kernels(model: Any, *, force: bool = False) -> list[str]:
     try:
         model.set_attn_implementation(ATTENTION_NAME)
         installed.append("block_attention")
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, AttributeError):  # our own modules (engine/models) use SDPA
         pass
     for name in GDN_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        if hasattr(module, "torch_chunk_gated_delta_rule"):
+        # only a GDN hybrid's own modeling module, already imported by its loading: a plain
+        # attention model never pays for importing (or patching) the Qwen3-Next/3.5 modules
+        module = sys.modules.get(name)
+        if module is not None and hasattr(module, "torch_chunk_gated_delta_rule"):
             module.torch_chunk_gated_delta_rule = _gated_delta
             installed.append(f"gated_delta:{name.rsplit('.', 1)[-1]}")
     del torch

@@ -1,22 +1,28 @@
 """Load a model from a spec (DESIGN.md section 3) into a LoadedModel.
 
-Nothing here touches the network: `hf:` resolves in the local Hugging Face cache only and the
-hub is forced offline. Every failure becomes a ModelLoadError whose message is one line.
+Only `hf:` specs may reach the network, and only to download a release that is not cached
+(engine/hub.py); every other hub call here is local (`local_files_only`). No checkpoint code ever
+runs: every transformers call passes `trust_remote_code=False`, keys that pick kernels or dtypes
+are dropped from the config (engine/config_hygiene.py), and anything transformers prints while
+loading goes to stderr, never stdout (where `--json` output lives). Every failure becomes a
+ModelLoadError whose message is one line.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import hub
+from .config_hygiene import ConfigError, clean_config, engine_attention
 from .families import Family, FamilyError, detect_family
 from .spec import ModelSpec, SpecError, parse_spec
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
@@ -88,29 +94,15 @@ def bundled_tiny_dir() -> Path:
     return Path(clover_cli.__file__).parent / "bundled" / "tiny"
 
 
-def hf_cache_dir() -> Path:
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"])
-    home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
-    return Path(home) / "hub"
+hf_cache_dir = hub.hf_cache_dir
 
 
-def resolve_hf_cache(repo: str) -> Path:
-    """Find `ORG/NAME` in the local HF cache (refs/main, else the newest snapshot)."""
-    root = hf_cache_dir() / ("models--" + repo.replace("/", "--"))
-    snapshots = root / "snapshots"
-    if not snapshots.is_dir():
-        raise ModelLoadError(f"hf:{repo} is not in the local Hugging Face cache ({root}); "
-                             "nothing is downloaded — fetch it yourself, then retry")
-    ref = root / "refs" / "main"
-    if ref.is_file():
-        snap = snapshots / ref.read_text().strip()
-        if snap.is_dir():
-            return snap
-    candidates = sorted((p for p in snapshots.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)
-    if not candidates:
-        raise ModelLoadError(f"hf:{repo}: the cache has no snapshot under {snapshots}")
-    return candidates[-1]
+def resolve_hf_cache(repo: str, *, offline: bool = True) -> Path:
+    """The local directory of `ORG/NAME`: the cache, else (offline=False) a download."""
+    try:
+        return hub.resolve(repo, offline=offline)
+    except hub.HubError as exc:
+        raise ModelLoadError(str(exc)) from None
 
 
 def smollm2_gguf() -> Path:
@@ -172,7 +164,7 @@ def _pick_dtype(dtype: Any, device: Any):
 def _load_directory(directory: Path, name: str, *, device: Any, dtype: Any,
                     block_size: int | None) -> LoadedModel:
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM
 
     raw = _read_config(directory)
     try:
@@ -180,8 +172,13 @@ def _load_directory(directory: Path, name: str, *, device: Any, dtype: Any,
     except FamilyError as exc:
         raise ModelLoadError(f"{name}: {exc}") from None
     _check_files(directory)
-    fields = {k: v for k, v in raw.items() if k not in ("model_type", "auto_map", "architectures",
-                                                         "transformers_version")}
+    try:
+        fields = clean_config(raw)
+    except ConfigError as exc:
+        raise ModelLoadError(f"{name}: {exc}") from None
+    if family.name == "llada2":  # no transformers class: our own module (engine/models/llada2.py)
+        return _finish(directory, name, raw, family, _load_llada2(directory, name, raw, dtype, device),
+                       device)
     try:
         config = AutoConfig.for_model(family.hf_model_type, **fields)
     except Exception as exc:  # noqa: BLE001 - transformers raises many kinds here
@@ -193,7 +190,8 @@ def _load_directory(directory: Path, name: str, *, device: Any, dtype: Any,
     try:
         model, info = AutoModelForCausalLM.from_pretrained(
             str(directory), config=config, dtype=torch_dtype, output_loading_info=True,
-            local_files_only=True, **extra)
+            local_files_only=True, trust_remote_code=False, use_safetensors=True,
+            attn_implementation=engine_attention(device), **extra)
     except Exception as exc:  # noqa: BLE001
         raise ModelLoadError(f"{name}: cannot load weights: {_one_line(exc)}") from None
     problems = []
@@ -206,10 +204,22 @@ def _load_directory(directory: Path, name: str, *, device: Any, dtype: Any,
         problems.append(f"shape mismatch ({len(mismatched)}, e.g. {first[0] if isinstance(first, tuple) else first})")
     if problems:
         raise ModelLoadError(f"{name}: checkpoint does not match its config: " + "; ".join(problems))
+    return _finish(directory, name, raw, family, model, device)
+
+
+def _load_llada2(directory: Path, name: str, raw: dict, dtype: Any, device: Any):
+    from .models.llada2 import load_llada2
+
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
-    except Exception as exc:  # noqa: BLE001
-        raise ModelLoadError(f"{name}: cannot load tokenizer: {_one_line(exc)}") from None
+        return load_llada2(directory, raw, _pick_dtype(dtype, device))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ModelLoadError(f"{name}: checkpoint does not match its config: {_one_line(exc)}") from None
+
+
+def _finish(directory: Path, name: str, raw: dict, family: Family, model: Any,
+            device: Any) -> LoadedModel:
+    """Tokenizer, vocabulary check, device: what every directory checkpoint ends with."""
+    tokenizer = _load_tokenizer(directory, name)
     vocab = model.get_output_embeddings().weight.shape[0]
     if family.mask_token_id is not None and not 0 <= family.mask_token_id < vocab:
         raise ModelLoadError(f"{name}: mask_token_id {family.mask_token_id} outside the vocabulary ({vocab})")
@@ -225,9 +235,11 @@ def _load_gguf(path: Path, name: str, *, device: Any, dtype: Any) -> LoadedModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name,
+                                                  local_files_only=True, trust_remote_code=False)
         model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
-                                                     dtype=_pick_dtype(dtype, device))
+                                                     dtype=_pick_dtype(dtype, device),
+                                                     local_files_only=True, trust_remote_code=False)
     except Exception as exc:  # noqa: BLE001
         raise ModelLoadError(f"{name}: cannot load GGUF {path.name}: {_one_line(exc)}") from None
     if device is not None:
@@ -240,31 +252,56 @@ def _load_gguf(path: Path, name: str, *, device: Any, dtype: Any) -> LoadedModel
                        context_window=int(raw.get("max_position_embeddings") or 2048))
 
 
+def _load_tokenizer(directory: Path, name: str):
+    """The checkpoint's tokenizer without its code: AutoTokenizer with trust_remote_code=False
+    (which refuses rather than asks), else, when tokenizer_config.json names a class that lives
+    in the checkpoint's own Python file, the generic fast tokenizer over its tokenizer.json."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    try:
+        return AutoTokenizer.from_pretrained(str(directory), local_files_only=True,
+                                             trust_remote_code=False)
+    except Exception as exc:  # noqa: BLE001
+        first = exc
+    if (directory / "tokenizer.json").is_file():
+        try:
+            return PreTrainedTokenizerFast.from_pretrained(str(directory), local_files_only=True,
+                                                           trust_remote_code=False)
+        except Exception:  # noqa: BLE001
+            pass
+    raise ModelLoadError(f"{name}: cannot load tokenizer without running checkpoint code: "
+                         f"{_one_line(first)}")
+
+
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return text[:300] if text else exc.__class__.__name__
 
 
 def load_model(spec: str | ModelSpec | None, *, device: Any = None, dtype: Any = None,
-               block_size: int | None = None) -> LoadedModel:
+               block_size: int | None = None, offline: bool = False) -> LoadedModel:
     """Load an in-process model from a spec string; raises ModelLoadError (one line).
 
     transformers' "Loading weights" progress bar is off while it loads: on stderr it would land
     in the middle of `clover run`'s output and under the TUI's screen (callers that load for
-    long show their own progress). The setting is restored afterwards."""
+    long show their own progress). The setting is restored afterwards. Whatever transformers
+    prints while loading goes to stderr. offline: never download an `hf:` spec (as
+    HF_HUB_OFFLINE=1 does)."""
     from transformers.utils import logging as hf_logging
 
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:
-        return _load_spec(spec, device=device, dtype=dtype, block_size=block_size)
+        with contextlib.redirect_stdout(sys.stderr):
+            return _load_spec(spec, device=device, dtype=dtype, block_size=block_size,
+                              offline=offline)
     finally:
         if bars:
             hf_logging.enable_progress_bar()
 
 
 def _load_spec(spec: str | ModelSpec | None, *, device: Any, dtype: Any,
-               block_size: int | None) -> LoadedModel:
+               block_size: int | None, offline: bool) -> LoadedModel:
     try:
         parsed = spec if isinstance(spec, ModelSpec) else parse_spec(spec)
     except SpecError as exc:
@@ -279,7 +316,7 @@ def _load_spec(spec: str | ModelSpec | None, *, device: Any, dtype: Any,
         return _load_directory(directory, directory.name, device=device, dtype=dtype,
                                block_size=block_size)
     if parsed.kind == "hf":
-        directory = resolve_hf_cache(parsed.value)
+        directory = resolve_hf_cache(parsed.value, offline=offline)
         return _load_directory(directory, f"hf:{parsed.value}", device=device, dtype=dtype,
                                block_size=block_size)
     if parsed.kind == "smollm2":

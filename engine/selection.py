@@ -13,14 +13,18 @@ from clover_cli.kernels.confidence import select_commits
 
 def select(logits: torch.Tensor, masked: torch.Tensor, threshold: float, temperature: float = 0.0,
            mask_token_id: int | None = None, generator: torch.Generator | None = None,
-           top_p: float = 1.0):
+           top_p: float = 1.0, mask_in_softmax: bool = False):
     """logits: [L, V]; masked: bool [L] -> (tokens [L], confidence [L], commit bool [L]).
 
     Confidence is the max softmax probability with the mask token excluded (the sampled token's
     probability when sampling); commit = masked & (confidence > threshold), else the single most
-    confident masked position.
+    confident masked position. mask_in_softmax (greedy only): the softmax runs over every logit,
+    the mask token's included, as SDAR's and Fast-dLLM v2's reference generate do; the mask is
+    still never the prediction.
     """
     rows = torch.nonzero(masked).flatten()  # only masked rows matter: skip the softmax of the rest
+    if mask_in_softmax and temperature <= 0 and mask_token_id is not None and rows.numel():
+        return _greedy_full_softmax(logits, masked, rows, threshold, mask_token_id)
     if temperature <= 0 and rows.numel() and logits.device.type == "cpu":  # numpy needs CPU memory
         return _greedy_rows(logits, masked, rows, threshold, mask_token_id)
     if rows.numel() == masked.numel() or rows.numel() == 0:
@@ -65,3 +69,22 @@ def _greedy_rows(logits: torch.Tensor, masked: torch.Tensor, rows: torch.Tensor,
     commit = np.zeros(n, dtype=np.bool_)
     tokens[where], confidence[where], commit[where] = tok, conf, hit
     return torch.from_numpy(tokens), torch.from_numpy(confidence), torch.from_numpy(commit)
+
+
+def _greedy_full_softmax(logits: torch.Tensor, masked: torch.Tensor, rows: torch.Tensor,
+                         threshold: float, mask_token_id: int):
+    """Greedy selection whose confidence is the probability under the softmax of all logits."""
+    x = logits.index_select(0, rows).float()  # [R, V]
+    probs = torch.softmax(x, dim=-1)
+    x[:, mask_token_id] = float("-inf")
+    tok = x.argmax(dim=-1)  # [R] (the first index of a tie, as torch's argmax)
+    conf = probs.gather(1, tok[:, None])[:, 0]
+    hit = conf > threshold
+    if not bool(hit.any()):
+        hit[int(conf.argmax())] = True  # first most confident masked position
+    n = masked.shape[0]
+    tokens = torch.zeros(n, dtype=torch.long, device=logits.device)
+    confidence = torch.zeros(n, dtype=torch.float32, device=logits.device)
+    commit = torch.zeros_like(masked)
+    tokens[rows], confidence[rows], commit[rows] = tok, conf, hit
+    return tokens, confidence, commit

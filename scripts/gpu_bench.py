@@ -4,6 +4,9 @@
 On a GPU machine:   python scripts/gpu_bench.py [--json out.json] [--reps 50]
 On this CPU:        python scripts/gpu_bench.py --dry-run   (tiny shapes, TRITON_INTERPRET=1)
 
+The model section (scripts/gpu_model_bench.py): an SDAR-1.7B-shaped random checkpoint in bf16,
+loaded by the engine: t_fwd(1), t_fwd(32), t_fwd(64) and decode tokens/s at threshold 0.95.
+
 Realistic shapes: block confidence over 32 rows x 151,936 vocabulary (bf16 logits); block
 attention with P=4096 cached positions, L=32, Hq=16, Hkv=4, D=128 (bf16); the gated delta rule
 with T=32 and T=4096, H=16, Dk=Dv=128 (bf16 inputs, fp32 state, L2-normalised q/k).
@@ -27,7 +30,7 @@ def _parse() -> argparse.Namespace:
                     help="tiny shapes on the CPU through the Triton interpreter")
     ap.add_argument("--reps", type=int, default=None, help="timed repetitions (median reported)")
     ap.add_argument("--json", type=Path, default=None, help="also write the JSON here")
-    ap.add_argument("--only", choices=["confidence", "attention", "gated_delta"], default=None)
+    ap.add_argument("--only", choices=["confidence", "attention", "gated_delta", "model"], default=None)
     return ap.parse_args()
 
 
@@ -200,6 +203,13 @@ def main() -> int:
     if not ARGS.only or ARGS.only == "gated_delta":
         bench_gated_delta(32)
         bench_gated_delta(4096)
+    model = None
+    if not ARGS.only or ARGS.only == "model":
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from gpu_model_bench import bench_model
+
+        model = bench_model(ARGS.dry_run, REPS if ARGS.dry_run else 20)
+        print("model:", json.dumps(model))
     print(f"{'op':<16}{'shape':<34}{'impl':<25}{'ms':>10}{'error':>11}  ok")
     for r in ROWS:
         ms = "-" if r["ms"] is None else f"{r['ms']:.3f}"
@@ -209,7 +219,7 @@ def main() -> int:
     name = torch.cuda.get_device_name(DEV) if DEV.type == "cuda" else "cpu (interpreter)"
     doc = dict(device=name,
                dry_run=ARGS.dry_run, reps=REPS, torch=torch.__version__,
-               triton=__import__("triton").__version__, rows=ROWS)
+               triton=__import__("triton").__version__, rows=ROWS, model=model)
     text = json.dumps(doc, indent=1)
     print(text)
     if ARGS.json:

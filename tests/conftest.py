@@ -14,6 +14,7 @@ def _isolated_user_config(tmp_path_factory, monkeypatch):
     for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_STATE_HOME", "state"),
                      ("XDG_CACHE_HOME", "cache")):
         monkeypatch.setenv(var, str(base / sub))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # no test downloads a model (engine/hub.py)
 
 
 @pytest.fixture(scope="session")

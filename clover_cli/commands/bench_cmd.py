@@ -23,10 +23,11 @@ def _thresholds(ctx, param, value: str) -> list[float]:
               help="JSON {\"code\": [...], \"agent\": [...]} (default: the built-in held-out set).")
 @click.option("--thresholds", default="0.95,0.9,0.8,0.7", show_default=True, callback=_thresholds)
 @click.option("--max-new-tokens", type=click.IntRange(1, 4096), default=64, show_default=True)
+@click.option("--offline", is_flag=True, help="Never download an hf: model (as HF_HUB_OFFLINE=1).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Draw TPF and speedup against threshold to this PNG (needs matplotlib).")
-def bench(model_spec, prompts_file, thresholds, max_new_tokens, as_json, plot_path) -> None:
+def bench(model_spec, prompts_file, thresholds, max_new_tokens, offline, as_json, plot_path) -> None:
     """Measure TPF, speed and quality: AR mode vs block diffusion, interleaved per prompt."""
     if plot_path is not None:
         try:
@@ -35,14 +36,16 @@ def bench(model_spec, prompts_file, thresholds, max_new_tokens, as_json, plot_pa
             click.echo("clover: error: --plot needs matplotlib: pip install 'clover-cli[plot]'", err=True)
             sys.exit(2)
     from clover_cli.bench import format_table, load_prompts, plot, run_bench
-    from clover_cli.commands.generate_cmd import load_or_exit
+    from clover_cli.commands.generate_cmd import load_or_exit, parse_spec_or_exit
+
+    spec = parse_spec_or_exit(model_spec)  # once, at the boundary
 
     try:
         prompts = load_prompts(prompts_file)
     except (ValueError, json.JSONDecodeError) as exc:
         click.echo(f"clover: error: {exc}", err=True)
         sys.exit(2)
-    lm = load_or_exit(model_spec)
+    lm = load_or_exit(spec, offline=offline)
 
     def progress(msg: str) -> None:
         if not as_json:

@@ -66,7 +66,7 @@ def fix(ctx: click.Context, test, test_cmd, attempts, max_steps, max_new_tokens,
     def make_backend():
         from clover_cli.agent.backends import make_backend as make
 
-        return make(str(spec) if spec.kind != "replay" else f"replay:{spec.value}")
+        return make(spec)  # the typed spec parsed above: never turned back into a string
 
     log = sys.stderr
     try:

@@ -18,13 +18,27 @@ def quiet_transformers() -> None:
     warnings.filterwarnings("ignore", category=UserWarning)
 
 
-def load_or_exit(spec: str, **kwargs):
-    """Load an in-process model or exit 2 with one line on stderr."""
+def parse_spec_or_exit(spec):
+    """The typed model spec (engine/spec.py), parsed once at the command boundary, or exit 2."""
+    from clover_cli.engine.spec import ModelSpec, SpecError, parse_spec
+
+    if isinstance(spec, ModelSpec):
+        return spec
+    try:
+        return parse_spec(spec)
+    except SpecError as exc:
+        click.echo(f"clover: error: {exc}", err=True)
+        sys.exit(2)
+
+
+def load_or_exit(spec, **kwargs):
+    """Load an in-process model (a spec string or a typed ModelSpec) or exit 2 with one line."""
     from clover_cli.engine.loader import ModelLoadError, load_model
 
+    parsed = parse_spec_or_exit(spec)
     quiet_transformers()
     try:
-        return load_model(spec, **kwargs)
+        return load_model(parsed, **kwargs)
     except ModelLoadError as exc:
         click.echo(f"clover: error: {exc}", err=True)
         sys.exit(2)
@@ -50,9 +64,16 @@ def load_or_exit(spec: str, **kwargs):
               help="Back up the prompt's last token and make the first generated token continue its "
                    "text (a completion prompt ending in a newline then gets its indentation). "
                    "Default: on with --raw, off with the chat template.")
+@click.option("--sub-block", "sub_block", type=click.IntRange(1, 1024), default=None,
+              help="Decode each block in sub-blocks of this many positions, in order "
+                   "(default: the family's own; Fast-dLLM v2: 8, others: the whole block).")
+@click.option("--eos-confine", is_flag=True,
+              help="Speed-up that can change tokens: never select positions after a committed EOS.")
+@click.option("--offline", is_flag=True, help="Never download an hf: model (as HF_HUB_OFFLINE=1).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of streaming text.")
 def generate(model_spec, prompt, prompt_file, raw, max_new_tokens, block_size, threshold, temperature,
-             top_p, seed, stop, repetition_penalty, progressive_ending, token_healing, as_json) -> None:
+             top_p, seed, stop, repetition_penalty, progressive_ending, token_healing, sub_block,
+             eos_confine, offline, as_json) -> None:
     """Decode a prompt with the engine (block diffusion or AR) and stream it as blocks commit."""
     if (prompt is None) == (prompt_file is None):
         raise click.UsageError("give exactly one of --prompt or --prompt-file")
@@ -64,7 +85,7 @@ def generate(model_spec, prompt, prompt_file, raw, max_new_tokens, block_size, t
     from clover_cli.engine.events import BlockCommitted, GenerationResult
     from clover_cli.engine.loader import ModelLoadError
 
-    lm = load_or_exit(model_spec, block_size=block_size)
+    lm = load_or_exit(parse_spec_or_exit(model_spec), block_size=block_size, offline=offline)
     try:
         text = prompt if raw else lm.render_chat([{"role": "user", "content": prompt}])
     except ModelLoadError as exc:
@@ -77,7 +98,8 @@ def generate(model_spec, prompt, prompt_file, raw, max_new_tokens, block_size, t
     cfg = GenerationConfig(max_new_tokens=max_new_tokens, block_size=block_size, threshold=threshold,
                            temperature=temperature, top_p=top_p, seed=seed, stop=tuple(stop),
                            repetition_penalty=repetition_penalty, progressive_ending=progressive_ending,
-                           token_healing=raw if token_healing is None else token_healing)
+                           token_healing=raw if token_healing is None else token_healing,
+                           sub_block_size=sub_block, eos_confine=eos_confine)
     result = None
     try:
         for event in Engine(lm).stream(prompt_ids, cfg):

@@ -99,3 +99,40 @@ def build_tiny_checkpoint(directory: str | Path, kind: str = "clover", *, block_
     model.save_pretrained(str(directory))
     (directory / "config.json").write_text(json.dumps(raw, indent=2))
     return directory
+
+
+def build_from_config(raw: dict, directory: str | Path, *, dtype: str = "float32", seed: int = 0,
+                      **shrink) -> Path:
+    """A random checkpoint shaped by a released config.json (`raw`, written back as is but for
+    the `shrink` overrides, e.g. num_hidden_layers=2), with a word-level tokenizer over its whole
+    vocabulary ("t123"; ChatML specials at Qwen's ids). For timing real shapes (scripts/gpu_bench.py);
+    its outputs are noise."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    cfg = dict(raw, **shrink)
+    vocab_size = int(cfg["vocab_size"])
+    names = {151643: "<|endoftext|>", 151644: "<|im_start|>", 151645: "<|im_end|>"}
+    names = {i: n for i, n in names.items() if i < vocab_size}
+    if cfg.get("mask_token_id") is not None:
+        names[int(cfg["mask_token_id"])] = "<|mask|>"
+    tok = Tokenizer(models.WordLevel({names.get(i, f"t{i}"): i for i in range(vocab_size)}, unk_token="t0"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="t0",
+                                   eos_token=names.get(151645, "t0"))
+    fast.add_special_tokens({"additional_special_tokens": list(names.values())})
+    fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(str(directory))
+    hf_type = {"sdar": "qwen3", "Fast_dLLM_Qwen": "qwen2"}.get(cfg["model_type"], cfg["model_type"])
+    from .config_hygiene import clean_config
+
+    torch.manual_seed(seed)
+    with torch.device("cpu"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.for_model(hf_type, **clean_config(cfg)),
+                                                 dtype=getattr(torch, dtype))
+    model.save_pretrained(str(directory))
+    (directory / "config.json").write_text(json.dumps(cfg, indent=2))
+    return directory

@@ -68,7 +68,7 @@ def test_output_is_cut_after_the_first_eos(scripted):
     assert result.finish_reason == "eos" and result.stats.steps_per_block == (1,)
 
 
-def test_max_new_tokens_cuts_and_leaves_later_positions_alone(scripted):
+def test_max_new_tokens_cuts_the_output(scripted):
     s = scripted
     rows = {p: _row(s.vocab, s.a, 0.99) for p in range(64)}
     lm = s.make(rows)
@@ -135,15 +135,32 @@ def test_progressive_ending_prefers_eos_near_the_budget(scripted):
     assert ended.finish_reason == "eos" and 24 < len(ended.token_ids) <= 32
 
 
-def test_positions_after_a_committed_eos_are_never_decoded(scripted):
-    """EOS committed at 10 while 8 and 9 are masked: positions 11-15 are cut from the output, so
-    no step spends its commit on them — the fallback picks 8 or 9, even though 11-15 are more
-    confident than both."""
-    s = scripted
-    prompt = [s.a] * 8  # the decode block is 8-15
+def _eos_case(s):
+    """EOS committed at 10 while 8 and 9 are masked; 11-15 are more confident than 8 and 9."""
     rows = {8: _row(s.vocab, s.a, 0.5), 9: _row(s.vocab, s.a, 0.4), 10: _row(s.vocab, s.eos, 0.99)}
     rows.update({p: _row(s.vocab, s.a, 0.9) for p in range(11, 16)})
-    events = list(Engine(s.make(rows)).stream(prompt, GenerationConfig(max_new_tokens=50)))
+    return s.make(rows)
+
+
+def test_positions_after_a_committed_eos_are_decoded_by_default(scripted):
+    """The references keep selecting over the whole block after an EOS is committed (a step may
+    spend its commit on a position the output will cut): that is the exact default."""
+    s = scripted
+    events = list(Engine(_eos_case(s)).stream([s.a] * 8, GenerationConfig(max_new_tokens=50)))
+    steps = [e for e in events if isinstance(e, DenoiseStep)]
+    result = events[-1]
+    # EOS; then 11..15 (0.9 each, the fallback takes the first); then 8, then 9
+    assert [st.committed_now for st in steps] == [1] * 8
+    assert steps[5].masked == (True, True, False, False, False, False, False, False)
+    assert list(result.token_ids) == [s.a, s.a, s.eos] and result.finish_reason == "eos"
+    assert result.stats.forwards == 8
+
+
+def test_eos_confine_option_never_decodes_positions_after_the_eos(scripted):
+    """GenerationConfig.eos_confine (off by default; it can change tokens before the EOS)."""
+    s = scripted
+    cfg = GenerationConfig(max_new_tokens=50, eos_confine=True)
+    events = list(Engine(_eos_case(s)).stream([s.a] * 8, cfg))
     steps = [e for e in events if isinstance(e, DenoiseStep)]
     result = events[-1]
     assert [st.committed_now for st in steps] == [1, 1, 1]  # EOS, then 8, then 9
@@ -151,6 +168,19 @@ def test_positions_after_a_committed_eos_are_never_decoded(scripted):
     assert steps[-1].masked[3:] == (True,) * 5  # never decoded, and reported as masked
     assert list(result.token_ids) == [s.a, s.a, s.eos] and result.finish_reason == "eos"
     assert result.stats.forwards == 3
+
+
+def test_a_budget_ending_mid_block_decodes_the_whole_block(scripted):
+    """max_new_tokens=2 ends at position 9, but 10-15 are decoded too (first, being more
+    confident), as the references decode the whole last block; the output is cut at 2."""
+    s = scripted
+    rows = {8: _row(s.vocab, s.a, 0.4), 9: _row(s.vocab, s.a, 0.3)}
+    rows.update({p: _row(s.vocab, s.a, 0.9) for p in range(10, 16)})
+    events = list(Engine(s.make(rows)).stream([s.a] * 8, GenerationConfig(max_new_tokens=2)))
+    steps = [e for e in events if isinstance(e, DenoiseStep)]
+    result = events[-1]
+    assert len(steps) == 8 and all(st.masked == (True, True) for st in steps[:6])
+    assert list(result.token_ids) == [s.a, s.a] and result.finish_reason == "length"
 
 
 class _SlowPrefill(ScriptedModel):

@@ -52,8 +52,12 @@ def test_fused_commit_equals_separate_forward(models, family):
     separate = Engine(lm, fuse_commit=False).generate(prompt, cfg)
     assert fused.token_ids == separate.token_ids
     assert fused.stats.steps_per_block == separate.stats.steps_per_block
-    # fusing saves exactly one forward per block boundary crossed
-    assert separate.stats.forwards - fused.stats.forwards == fused.stats.blocks - 1
+    if lm.family.first_token_rule:
+        # Fast-dLLM v2's next block opens with the commit forward's argmax, so the commit cannot
+        # carry the next block's first step: the engine runs them apart (docs/engine.md)
+        assert separate.stats.forwards == fused.stats.forwards
+    else:  # fusing saves exactly one forward per block boundary crossed
+        assert separate.stats.forwards - fused.stats.forwards == fused.stats.blocks - 1
 
 
 @pytest.mark.parametrize("family", ["clover", "fast_dllm_v2"])

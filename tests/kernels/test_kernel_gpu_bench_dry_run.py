@@ -23,3 +23,7 @@ def test_gpu_bench_dry_run_reports_every_op_in_agreement(tmp_path):
     assert all(r["ok"] is not False for r in doc["rows"])
     assert all(r["ms"] is None or r["ms"] > 0 for r in doc["rows"])
     assert "block_attention" in proc.stdout and "triton" in proc.stdout
+    model = doc["model"]  # the SDAR-shaped section, shrunk: loaded through the engine's loader
+    assert model["attn_implementation"] == "sdpa" and model["layers"] == 2
+    assert all(model[f"t_fwd_{t}_ms"] > 0 for t in (1, 32, 64))
+    assert model["decode_tokens"] == 32 and model["decode_tokens_per_second"] > 0

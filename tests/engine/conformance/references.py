@@ -1,0 +1,138 @@
+"""Independent reference decoders, one per family, written from the public reference generate
+code (read to learn; nothing imported from clover_cli.engine). Batch size 1, greedy.
+
+Every forward recomputes the whole sequence under a block-causal mask (a block sees itself and
+every earlier block); the references' KV caches hold exactly those keys, so the logits are the
+same. Sources:
+- SDAR: JetAstra/SDAR `generate.py`, `block_diffusion_generate` with
+  `remasking_strategy='low_confidence_dynamic'` and `denoising_steps = block_length` (one forced
+  commit per step), stopping after the block in which a stop id appears.
+- Fast-dLLM v2: NVlabs/Fast-dLLM v2 `Fast_dLLM_QwenForCausalLM.batch_sample` (the checkpoint's
+  generation code): logits shifted by one inside the block, sub-blocks of `small_block_size`,
+  the finished block's forward gives the next block's first token by argmax, stop_token only.
+"""
+from __future__ import annotations
+
+import torch
+
+
+def _mask(length: int, block: int, dtype) -> torch.Tensor:
+    idx = torch.arange(length) // block
+    allowed = idx[None, :] <= idx[:, None]
+    out = torch.zeros(length, length, dtype=dtype)
+    out.masked_fill_(~allowed, torch.finfo(dtype).min)
+    return out[None, None]
+
+
+def _logits(model, ids: list[int], block: int) -> torch.Tensor:
+    dtype = next(model.parameters()).dtype
+    with torch.inference_mode():
+        out = model(input_ids=torch.tensor([ids]), position_ids=torch.arange(len(ids))[None],
+                    attention_mask=_mask(len(ids), block, dtype), use_cache=False)
+    return out.logits[0].double()
+
+
+def sdar_generate(model, prompt: list[int], *, mask_id: int, gen_length: int, block_length: int,
+                  threshold: float, stop_ids: set[int]) -> list[int]:
+    n = len(prompt)
+    num_blocks = (n + gen_length + block_length - 1) // block_length
+    x = list(prompt) + [mask_id] * (num_blocks * block_length - n)
+    for b in range(n // block_length, num_blocks):
+        lo, hi = b * block_length, (b + 1) * block_length
+        for _ in range(block_length + 1):
+            masked = [i for i in range(lo, hi) if x[i] == mask_id]
+            if not masked:
+                break
+            logits = _logits(model, x[:hi], block_length)[lo:hi]
+            probs = torch.softmax(logits, dim=-1)
+            x0 = logits.argmax(dim=-1)
+            conf = torch.full((block_length,), float("-inf"), dtype=torch.float64)
+            for i in masked:
+                conf[i - lo] = probs[i - lo, x0[i - lo]]
+            high = conf > threshold
+            transfer = high if int(high.sum()) >= 1 else torch.zeros_like(high)
+            if int(high.sum()) < 1:
+                transfer[int(conf.argmax())] = True
+            for j in torch.nonzero(transfer).flatten().tolist():
+                x[lo + j] = int(x0[j])
+        if any(t in stop_ids for t in x[n:hi]):
+            break
+    out = x[n:n + gen_length]
+    for i, t in enumerate(out):
+        if t in stop_ids:
+            return out[:i + 1]
+    return out
+
+
+def fast_dllm_generate(model, prompt: list[int], *, mask_id: int, max_new_tokens: int,
+                       block_size: int, small_block_size: int, threshold: float,
+                       stop_token: int) -> list[int]:
+    """Decodes whole blocks (enough of them to cover max_new_tokens), then cuts."""
+    B, S = block_size, small_block_size
+    n = len(prompt)
+    num_blocks = (n + max_new_tokens) // B + 2
+    x = list(prompt)
+    if n >= B and n % B == 0:  # the prefill's last position opens the next block
+        x.append(int(_logits(model, x, B)[-1].argmax()))
+    finished = False
+    for b in range(n // B, num_blocks):
+        lo, hi = b * B, (b + 1) * B
+        x = x + [mask_id] * (hi - len(x))
+        for s in range(B // S):
+            s_lo, s_hi = lo + s * S, lo + (s + 1) * S
+            while any(x[i] == mask_id for i in range(s_lo, s_hi)):
+                logits = _logits(model, x[:hi], B)[lo:hi]
+                logits = torch.cat([logits[:1], logits[:-1]])[s * S:(s + 1) * S]
+                probs = torch.softmax(logits, dim=-1)
+                x1 = logits.argmax(dim=-1)
+                p = probs.gather(1, x1[:, None])[:, 0]
+                is_mask = torch.tensor([x[i] == mask_id for i in range(s_lo, s_hi)])
+                p = torch.where(is_mask, p, torch.tensor(float("-inf"), dtype=p.dtype))
+                unmask = p > threshold
+                unmask[int(p.argmax())] = True
+                unmask &= is_mask
+                for j in torch.nonzero(unmask).flatten().tolist():
+                    x[s_lo + j] = int(x1[j])
+                finished = finished or bool(((x1 == stop_token) & unmask).any())
+        if finished:
+            break
+        x.append(int(_logits(model, x[:hi], B)[-1].argmax()))
+    out = x[n:]
+    if finished:
+        out = out[:out.index(stop_token) + 1]
+    return out[:max_new_tokens]
+
+
+def llada2_generate(model, prompt: list[int], *, mask_id: int, gen_length: int, block_length: int,
+                    steps: int, threshold: float, eos_id: int) -> list[int]:
+    """inclusionAI LLaDA2.0 `generate` (eos_early_stop off): every block gets `steps` denoise
+    steps with a transfer schedule spreading block_length over them; each step commits the
+    positions above the threshold when there are at least as many as scheduled, else the most
+    confident ones; the output is cut after the first EOS."""
+    steps = min(steps, gen_length)
+    n = len(prompt)
+    num_blocks = (n + gen_length + block_length - 1) // block_length
+    x = list(prompt) + [mask_id] * (num_blocks * block_length - n)
+    base, extra = divmod(block_length, steps)
+    schedule = [base + (1 if i < extra else 0) for i in range(steps)]
+    for b in range(n // block_length, num_blocks):
+        lo, hi = b * block_length, (b + 1) * block_length
+        for step in range(steps):
+            masked = [i - lo for i in range(lo, hi) if x[i] == mask_id]
+            if not masked:
+                break
+            logits = _logits(model, x[:hi], block_length)[lo:hi]
+            probs = torch.softmax(logits, dim=-1)
+            x0 = logits.argmax(dim=-1)
+            conf = torch.full((block_length,), float("-inf"), dtype=torch.float64)
+            for j in masked:
+                conf[j] = probs[j, x0[j]]
+            high = conf > threshold
+            if int(high.sum()) >= schedule[step]:
+                chosen = torch.nonzero(high).flatten().tolist()
+            else:
+                chosen = conf.topk(min(schedule[step], len(masked))).indices.tolist()
+            for j in chosen:
+                x[lo + j] = int(x0[j])
+    out = x[n:n + gen_length]
+    return out[:out.index(eos_id) + 1] if eos_id in out else out

@@ -1,0 +1,100 @@
+"""Issue 27: checkpoints built from the released config.json of each family decode id for id as
+the family's own reference generate (tests/engine/conformance/references.py), at the defaults
+and at thresholds 0.95 / 0.5, with EOS-prone weights and budgets that end inside a block."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from clover_cli.engine.config import GenerationConfig
+from clover_cli.engine.decode import Engine
+from clover_cli.engine.loader import load_model
+from realcfg import ACTIVE, build, released
+from references import fast_dllm_generate, sdar_generate
+
+SDAR_STOPS = (151643, 151645)  # the config's eos (151643) and the chat template's <|im_end|>
+FAST_STOP = 151645
+
+
+def _prompt(n: int, seed: int) -> list[int]:
+    g = torch.Generator().manual_seed(1000 * seed + n)
+    return [ACTIVE[i] for i in torch.randint(0, len(ACTIVE), (n,), generator=g).tolist()]
+
+
+@pytest.fixture(scope="module")
+def sdar(tmp_path_factory):
+    raw = released("sdar_1.7b_chat.json")
+    assert raw["attn_implementation"] == "flex_attention" and raw["use_cache"] is False
+    path = build(raw, tmp_path_factory.mktemp("sdar") / "m", hf_type="qwen3", stop_ids=SDAR_STOPS)
+    return path, load_model(str(path), dtype="float64")
+
+
+@pytest.fixture(scope="module")
+def fast(tmp_path_factory):
+    raw = released("fast_dllm_v2_1.5b.reconstructed.json")
+    # 151643 (generation_config's extra EOS) is as likely as the stop token: the reference does
+    # not stop at it, so neither may we
+    path = build(raw, tmp_path_factory.mktemp("fast") / "m", hf_type="qwen2", stop_ids=(FAST_STOP, 151643),
+                 eos_boost=1.3)
+    return path, load_model(str(path), dtype="float64")
+
+
+def test_released_configs_load_as_their_families(sdar, fast):
+    assert sdar[1].family.name == "sdar" and sdar[1].block_size == 4
+    assert sdar[1].model.config._attn_implementation == "sdpa"  # not the checkpoint's flex_attention
+    fam = fast[1].family
+    assert fam.name == "fast_dllm_v2" and fast[1].block_size == 32 and fam.mask_token_id == 151665
+    assert fam.first_token_rule and fam.sub_block == 8 and fam.stop_ids == (FAST_STOP,)
+
+
+CASES = [(n, seed) for n in (5, 9, 12) for seed in (0, 1)]
+
+
+@pytest.mark.slow  # ~30 s: 12 decodes against an uncached reference over a 151,936-token vocabulary
+@pytest.mark.parametrize("threshold", [0.95, 0.5], ids=["t0.95", "t0.50"])
+@pytest.mark.parametrize("n,seed", CASES)
+def test_sdar_matches_its_reference(sdar, threshold, n, seed):
+    lm = sdar[1]
+    prompt = _prompt(n, seed)
+    budget = 23  # ends inside a block of 4
+    ours = Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=budget, threshold=threshold))
+    ref = sdar_generate(lm.model, prompt, mask_id=151669, gen_length=budget, block_length=4,
+                        threshold=threshold, stop_ids=set(SDAR_STOPS))
+    assert list(ours.token_ids) == ref
+
+
+@pytest.mark.slow  # ~40 s, as above
+@pytest.mark.parametrize("threshold", [0.95, 0.5], ids=["t0.95", "t0.50"])
+@pytest.mark.parametrize("n,seed", [(10, 0), (32, 0), (40, 1), (64, 1), (7, 2), (45, 3)])
+def test_fast_dllm_v2_matches_its_reference(fast, threshold, n, seed):
+    lm = fast[1]
+    prompt = _prompt(n, seed)
+    budget = 50  # ends inside the second block of 32
+    ours = Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=budget, threshold=threshold))
+    ref = fast_dllm_generate(lm.model, prompt, mask_id=151665, max_new_tokens=budget, block_size=32,
+                             small_block_size=8, threshold=threshold, stop_token=FAST_STOP)
+    assert list(ours.token_ids) == ref
+
+
+def test_the_cases_are_not_vacuous(sdar, fast):
+    """EOS-prone weights: some generations end on a stop token inside the budget, some run to
+    the budget; Fast-dLLM's carried first token and generation_config's extra EOS both occur."""
+    ends = [Engine(sdar[1]).generate(_prompt(n, s), GenerationConfig(max_new_tokens=23)).finish_reason
+            for n, s in CASES]
+    assert "eos" in ends and "length" in ends
+    fast = [Engine(fast[1]).generate(_prompt(n, s), GenerationConfig(max_new_tokens=50))
+            for n, s in [(10, 0), (32, 0), (40, 1), (64, 1), (7, 2), (45, 3)]]
+    assert {r.finish_reason for r in fast} == {"eos", "length"}
+    assert any(151643 in r.token_ids for r in fast)  # the extra EOS passed through, not a stop
+    assert any(len(r.stats.steps_per_block) == 2 for r in fast)  # the budget ends in block 2
+
+
+def test_fast_dllm_sub_block_option(fast):
+    """--sub-block / GenerationConfig.sub_block_size: 32 decodes the block as one sub-block (the
+    reference with small_block_size=32)."""
+    lm = fast[1]
+    prompt = _prompt(10, 0)
+    ours = Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=40, threshold=0.5, sub_block_size=32))
+    ref = fast_dllm_generate(lm.model, prompt, mask_id=151665, max_new_tokens=40, block_size=32,
+                             small_block_size=32, threshold=0.5, stop_token=FAST_STOP)
+    assert list(ours.token_ids) == ref

@@ -1,0 +1,97 @@
+"""Issue 27: LLaDA2.0 (`llada2_moe`) through our own module (engine/models/llada2.py), from the
+LLaDA2.0-mini config (reconstructed, see configs/README.md) shrunk to 2 layers / width 64 with
+its 256 experts, grouped routing and shared expert kept: ids equal to an independent decoder
+written from inclusionAI's generate; a missing or mis-shaped tensor is one error line."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from clover_cli.engine.config import GenerationConfig
+from clover_cli.engine.decode import Engine
+from clover_cli.engine.loader import load_model
+from realcfg import ACTIVE, build, released
+from references import llada2_generate
+
+EOS = 156892
+MASK = 156895
+
+
+def _prompt(n: int, seed: int) -> list[int]:
+    g = torch.Generator().manual_seed(1000 * seed + n)
+    return [ACTIVE[i] for i in torch.randint(0, len(ACTIVE), (n,), generator=g).tolist()]
+
+
+@pytest.fixture(scope="module")
+def llada2(tmp_path_factory):
+    path = build(released("llada2_mini.reconstructed.json"), tmp_path_factory.mktemp("llada2") / "m",
+                 hf_type="llada2_moe", stop_ids=(EOS,))
+    return path, load_model(str(path), dtype="float64")
+
+
+def test_llada2_loads_as_its_family(llada2):
+    lm = llada2[1]
+    assert lm.family.name == "llada2" and lm.block_size == 32 and lm.mask_token_id == MASK
+    assert lm.family.stop_ids == (EOS,)
+    layer1 = lm.model.model.layers[1].mlp
+    assert len(layer1.experts) == 256 and layer1.gate.k == 8 and layer1.shared_experts is not None
+    assert type(lm.model.model.layers[0].mlp).__name__ == "MLP"  # first_k_dense_replace = 1
+
+
+@pytest.mark.slow  # ~20 s: an uncached reference over a 157,184-token vocabulary
+@pytest.mark.parametrize("threshold", [0.95, 0.5], ids=["t0.95", "t0.50"])
+@pytest.mark.parametrize("n,seed", [(5, 0), (32, 1), (40, 2)])
+def test_llada2_matches_its_reference(llada2, threshold, n, seed):
+    lm = llada2[1]
+    prompt = _prompt(n, seed)
+    budget = 40  # ends inside the second block
+    ours = Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=budget, threshold=threshold))
+    ref = llada2_generate(lm.model, prompt, mask_id=MASK, gen_length=budget, block_length=32,
+                          steps=32, threshold=threshold, eos_id=EOS)
+    assert list(ours.token_ids) == ref
+
+
+def test_the_llada2_cases_are_not_vacuous(llada2):
+    """Some prompts end on EOS inside the budget, and 0.5 commits several tokens per step."""
+    lm = llada2[1]
+    runs = [Engine(lm).generate(_prompt(n, s), GenerationConfig(max_new_tokens=40, threshold=0.5))
+            for n, s in [(5, 0), (32, 1), (40, 2)]]
+    assert {r.finish_reason for r in runs} == {"eos", "length"} or any(r.finish_reason == "eos" for r in runs)
+    assert max(r.stats.tpf for r in runs) > 1.0
+
+
+def _error_line(directory) -> tuple[int, str, str]:
+    out = subprocess.run([sys.executable, "-m", "clover_cli.cli", "generate", "--model", str(directory),
+                          "--raw", "--prompt", "t1000", "--max-new-tokens", "4"],
+                         capture_output=True, text=True, timeout=300)
+    return out.returncode, out.stdout, out.stderr
+
+
+def test_missing_or_misshaped_tensor_is_one_line(llada2, tmp_path):
+    src = llada2[0]
+    weights = load_file(str(src / "model.safetensors"))
+    for case, edit in [("missing", lambda w: w.pop("model.layers.1.mlp.experts.7.up_proj.weight")),
+                       ("shape", lambda w: w.__setitem__("model.layers.0.attention.dense.weight",
+                                                         torch.zeros(64, 100)))]:
+        d = tmp_path / case
+        shutil.copytree(src, d)
+        w = dict(weights)
+        edit(w)
+        save_file(w, str(d / "model.safetensors"), metadata={"format": "pt"})
+        rc, stdout, stderr = _error_line(d)
+        lines = stderr.strip().splitlines()
+        assert rc == 2 and stdout == "" and len(lines) == 1 and lines[0].startswith("clover: error:")
+        assert ("missing weights" in lines[0]) if case == "missing" else ("shape mismatch" in lines[0])
+
+
+def test_dream_and_llada1_are_refused_with_the_reason():
+    from clover_cli.engine.families import FamilyError, detect_family
+
+    for model_type in ("Dream", "llada"):
+        with pytest.raises(FamilyError, match="full-attention diffusion.*approximate"):
+            detect_family({"model_type": model_type, "mask_token_id": 1})
