@@ -1,4 +1,4 @@
-"""Load a model from a spec (DESIGN.md section 3) into a LoadedModel.
+"""Load a model from a spec (docs/engine.md) into a LoadedModel.
 
 Only `hf:` specs may reach the network, and only to download a release that is not cached
 (engine/hub.py); every other hub call here is local (`local_files_only`). No checkpoint code ever
@@ -89,9 +89,8 @@ class LoadedModel:
 
 
 def bundled_tiny_dir() -> Path:
-    import clover_cli
-
-    return Path(clover_cli.__file__).parent / "bundled" / "tiny"
+    """The bundled demo checkpoint (`tiny`), shipped inside the engine package."""
+    return Path(__file__).resolve().parent / "bundled" / "tiny"
 
 
 hf_cache_dir = hub.hf_cache_dir

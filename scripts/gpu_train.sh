@@ -16,7 +16,7 @@
 # tokenizer, in bf16 on CUDA, on the device's own Python sources (code) plus the carried
 # transcripts and the synthetic copy/call sources. A 60-step calibration measures steps/s so the
 # cosine schedule of the main run ends when TRAIN_MINUTES do. Then it exports the model to
-# $OUT/model (bf16, ready for `clover train --export $OUT/model clover_cli/bundled/tiny`) and
+# $OUT/model (bf16, ready for `clover train --export $OUT/model engine/bundled/tiny`) and
 # evaluates it (held-out calls, copy, losses) into $OUT/eval.json. Logs: $OUT/train.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,7 +57,7 @@ export PYTHONUNBUFFERED=1
 RUN="$OUT/run"
 LOG="$OUT/train.log"
 train() {
-    $PY -m clover_cli.cli train --out "$RUN" --tokenizer clover_cli/bundled/tiny --size "$SIZE" \
+    $PY -m clover_cli.cli train --out "$RUN" --tokenizer engine/bundled/tiny --size "$SIZE" \
         --device "$DEVICE" --dtype "$DTYPE" --seq-len "$SEQ" --batch-size "$BATCH" --lr 2e-3 --warmup 50 \
         --mix "$MIX" --transcripts "$TRANSCRIPTS" --ar-fraction 0.45 --real-names 0.4 --vocab-names 0.5 \
         --log-every 20 "$@" 2>&1 | tee -a "$LOG"

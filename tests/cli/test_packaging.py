@@ -49,5 +49,5 @@ def test_tracked_data_files_are_package_data():
 
 
 def test_bundled_model_is_covered():
-    bundled = ROOT / "clover_cli" / "bundled" / "tiny"
+    bundled = ROOT / "engine" / "bundled" / "tiny"
     assert (bundled / "config.json").exists() and any(bundled.glob("*.safetensors"))

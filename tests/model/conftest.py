@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-import clover_cli
+from clover_cli.engine.loader import bundled_tiny_dir
 
-BUNDLED = Path(clover_cli.__file__).parent / "bundled" / "tiny"
+BUNDLED = bundled_tiny_dir()
 
 
 @pytest.fixture(scope="session")

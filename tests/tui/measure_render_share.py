@@ -25,7 +25,7 @@ import time
 import uuid
 from pathlib import Path
 
-import clover_cli
+from clover_cli.engine.loader import bundled_tiny_dir
 
 PROMPT = "where is greet defined?"
 
@@ -38,7 +38,7 @@ def make_repo(root: Path) -> Path:
 
 
 def default_model(tmp: Path) -> str:
-    bundled = Path(clover_cli.__file__).parent / "bundled" / "tiny"
+    bundled = bundled_tiny_dir()
     if any(bundled.glob("*.safetensors")):
         return "tiny"
     from clover_cli.training.tiny import build_tiny_checkpoint

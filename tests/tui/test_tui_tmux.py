@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-import clover_cli
+from clover_cli.engine.loader import bundled_tiny_dir
 
 from clover_cli.agent.session import sessions_dir
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
-BUNDLED = Path(clover_cli.__file__).parent / "bundled" / "tiny"
+BUNDLED = bundled_tiny_dir()
 MODEL = "tiny" if any(BUNDLED.glob("*.safetensors")) else "random"
 
 
