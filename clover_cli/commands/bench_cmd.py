@@ -6,22 +6,27 @@ import sys
 
 import click
 
+from clover_cli.engine.config import DEFAULT_THRESHOLD, check_threshold
+
 
 def _thresholds(ctx, param, value: str) -> list[float]:
     try:
         values = [float(v) for v in value.split(",") if v.strip()]
     except ValueError:
         raise click.BadParameter("expected comma-separated numbers, e.g. 0.95,0.9") from None
-    if not values or any(not 0.0 <= v <= 1.0 for v in values):
-        raise click.BadParameter("thresholds must be between 0 and 1")
-    return values
+    if not values:
+        raise click.BadParameter("expected comma-separated numbers, e.g. 0.95,0.9")
+    try:
+        return [check_threshold(v) for v in values]
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 @click.command("bench")
 @click.option("--model", "model_spec", default="tiny", show_default=True)
 @click.option("--prompts", "prompts_file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="JSON {\"code\": [...], \"agent\": [...]} (default: the built-in held-out set).")
-@click.option("--thresholds", default="0.95,0.9,0.8,0.7", show_default=True, callback=_thresholds)
+@click.option("--thresholds", default=f"{DEFAULT_THRESHOLD},0.9,0.8,0.7", show_default=True, callback=_thresholds)
 @click.option("--max-new-tokens", type=click.IntRange(1, 4096), default=64, show_default=True)
 @click.option("--offline", is_flag=True, help="Never download an hf: model (as HF_HUB_OFFLINE=1).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
@@ -35,7 +40,7 @@ def bench(model_spec, prompts_file, thresholds, max_new_tokens, offline, as_json
         except ImportError:
             click.echo("clover: error: --plot needs matplotlib: pip install 'clover-cli[plot]'", err=True)
             sys.exit(2)
-    from clover_cli.bench import format_table, load_prompts, plot, run_bench
+    from clover_cli.training.bench import format_table, load_prompts, plot, run_bench
     from clover_cli.commands.generate_cmd import load_or_exit, parse_spec_or_exit
 
     spec = parse_spec_or_exit(model_spec)  # once, at the boundary

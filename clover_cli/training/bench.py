@@ -44,10 +44,12 @@ class RunTotals:
 def load_prompts(path: str | None) -> dict[str, list]:
     """{"code": [prefix, ...], "agent": [{"request", "tool": [names], "arg"}, ...]}."""
     if path is None:
-        from clover_cli import prompts
+        from clover_cli.agent.prompt_files import prompt_text
 
-        path = str(Path(prompts.__file__).parent / "bench_prompts.json")
-    data = json.loads(Path(path).read_text())
+        path, text = "bench_prompts.json", prompt_text("bench_prompts.json")
+    else:
+        text = Path(path).read_text()
+    data = json.loads(text)
     if not isinstance(data, dict) or not (data.get("code") or data.get("agent")):
         raise ValueError(f"{path}: expected an object with 'code' and/or 'agent' lists")
     return {"code": list(data.get("code", [])), "agent": list(data.get("agent", []))}
