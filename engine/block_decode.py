@@ -1,4 +1,4 @@
-"""Block-diffusion decoding with an exact KV cache (DESIGN.md section 3).
+"""Block-diffusion decoding with an exact KV cache (docs/engine.md).
 
 Blocks of `block_size` positions at absolute offsets. The prompt's whole blocks are prefilled
 block-causally in chunks; its tail sits, fixed, at the start of the first decode block. Each

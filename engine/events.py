@@ -1,4 +1,4 @@
-"""Events the engine yields while it decodes (DESIGN.md section 3)."""
+"""Events the engine yields while it decodes (docs/engine.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,4 +1,4 @@
-"""Checkpoint families (DESIGN.md section 3, families table).
+"""Checkpoint families (docs/engine.md, families table).
 
 A family says how a checkpoint decodes: diffusion or autoregressive, which mask id and block size,
 and whether logits are shifted by one (position i-1 predicts token i, Fast-dLLM v2 / Dream).

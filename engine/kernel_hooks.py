@@ -1,4 +1,4 @@
-"""Route the model's hot paths to our kernels (DESIGN.md section 2: Triton on CUDA).
+"""Route the model's hot paths to our kernels (docs/design.md, Boundaries: Triton on CUDA).
 
 Two hooks, both installed only where the kernels run Triton (CUDA, or CLOVER_FORCE_TRITON=1 in
 tests under TRITON_INTERPRET=1):

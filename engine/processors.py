@@ -1,4 +1,4 @@
-"""Logit processing before selection: repetition control and progressive ending (DESIGN.md 3).
+"""Logit processing before selection: repetition control and progressive ending (docs/engine.md).
 
 Both are off unless the GenerationConfig asks for them (`clover generate` shows the plain rule).
 """

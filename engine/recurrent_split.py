@@ -1,6 +1,6 @@
 """Fused commit for GDN hybrids: split each recurrent layer's sequence inside one model forward.
 
-A fused commit runs `[finished block ; next block, all masked]` in one forward (DESIGN.md 3).
+A fused commit runs `[finished block ; next block, all masked]` in one forward (docs/engine.md).
 Attention layers handle that with the 4-D mask, but a Gated DeltaNet layer is causal and folds
 every token it sees into its recurrent and conv state, so the masks would leak into the
 committed state. Inside `split_recurrent(n)`, each GDN layer runs its input as two calls of the

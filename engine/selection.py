@@ -1,4 +1,4 @@
-"""The commit rule of one denoise step (DESIGN.md section 3), for one block.
+"""The commit rule of one denoise step (docs/engine.md), for one block.
 
 The rule itself lives in `clover_cli.kernels.confidence` as an op with a torch reference (CPU)
 and a fused Triton kernel (CUDA); this adapts it to the decoder's unbatched [L, V] rows.

@@ -1,4 +1,4 @@
-"""The one model-spec parser used by every command (DESIGN.md section 3).
+"""The one model-spec parser used by every command (docs/engine.md).
 
 Specs: a local directory; `tiny` (bundled); `hf:ORG/NAME` (the local HF cache, else a download
 unless offline: engine/hub.py);

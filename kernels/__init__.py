@@ -1,4 +1,4 @@
-"""Hot ops as pairs: a plain-torch reference and a Triton kernel (DESIGN.md section 2).
+"""Hot ops as pairs: a plain-torch reference and a Triton kernel (docs/design.md, Boundaries).
 
 Each op lives in its own package (``confidence``, ``block_attention``, ``gated_delta``) whose
 public function dispatches: Triton when the tensors are on CUDA (or when the environment sets

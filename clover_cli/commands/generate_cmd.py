@@ -6,6 +6,8 @@ import sys
 
 import click
 
+from clover_cli.engine.config import DEFAULT_THRESHOLD
+
 
 def quiet_transformers() -> None:
     """Silence progress bars and advisory warnings on our users' terminals."""
@@ -52,7 +54,8 @@ def load_or_exit(spec, **kwargs):
 @click.option("--raw", is_flag=True, help="Tokenize the prompt as is (no chat template).")
 @click.option("--max-new-tokens", type=click.IntRange(1, 1_000_000), default=256, show_default=True)
 @click.option("--block-size", type=click.IntRange(1, 1024), default=None, help="Override the model's block size.")
-@click.option("--threshold", type=click.FloatRange(0.0, 1.0), default=0.95, show_default=True)
+@click.option("--threshold", type=click.FloatRange(0.0, 1.0, min_open=True), default=DEFAULT_THRESHOLD,
+              show_default=True, help="Commit masked positions whose confidence is above this, in (0, 1].")
 @click.option("--temperature", type=click.FloatRange(0.0), default=0.0, show_default=True)
 @click.option("--top-p", type=click.FloatRange(0.0, 1.0, min_open=True), default=1.0, show_default=True)
 @click.option("--seed", type=int, default=None)

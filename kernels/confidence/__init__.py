@@ -1,4 +1,4 @@
-"""Block confidence and commit selection: the decoding rule of DESIGN.md section 3 as one op."""
+"""Block confidence and commit selection: the decoding rule of docs/engine.md as one op."""
 from __future__ import annotations
 
 import torch

@@ -1,4 +1,4 @@
-"""Plain-torch block confidence and commit selection (DESIGN.md section 3, decoding rule)."""
+"""Plain-torch block confidence and commit selection (docs/engine.md, decoding rule)."""
 from __future__ import annotations
 
 import torch

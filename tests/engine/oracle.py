@@ -1,5 +1,5 @@
 """An uncached block decoder: every step recomputes the whole sequence with a 4-D block-causal
-float mask. The cached engine must match it token for token (DESIGN.md exactness test 1).
+float mask. The cached engine must match it token for token (docs/engine.md, exactness test 1).
 
 It follows the engine's default rule: the whole block is decoded (the output is cut at the
 budget afterwards), selection is never confined before a committed EOS, and the family's own

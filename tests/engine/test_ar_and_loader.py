@@ -1,4 +1,4 @@
-"""DESIGN.md exactness test 4 (AR path == transformers greedy generate) and loader errors."""
+"""docs/engine.md, exactness test 4 (AR path == transformers greedy generate) and loader errors."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""DESIGN.md exactness test 3 (EOS rule) and the budget, stop, cancel and streaming rules.
+"""docs/engine.md, exactness test 3 (EOS rule) and the budget, stop, cancel and streaming rules.
 
 A scripted model (logits chosen per absolute position) makes the EOS situations exact.
 """

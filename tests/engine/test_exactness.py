@@ -1,4 +1,4 @@
-"""DESIGN.md exactness tests 1 and 5: the cached engine equals an uncached full recompute."""
+"""docs/engine.md, exactness test 1 and 5: the cached engine equals an uncached full recompute."""
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,4 @@
-"""DESIGN.md exactness test 2: the commit rule of one denoise step."""
+"""docs/engine.md, exactness test 2: the commit rule of one denoise step."""
 from __future__ import annotations
 
 import torch
