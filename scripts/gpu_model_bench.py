@@ -19,7 +19,7 @@ def bench_model(dry_run: bool, reps: int) -> dict:
     import torch
 
     from clover_cli.engine.config import GenerationConfig
-    from clover_cli.engine.decode import Engine
+    from clover_cli.engine.engine import Engine
     from clover_cli.engine.loader import load_model
     from clover_cli.engine.runtime import block_causal_mask, crop_attention, make_cache
     from clover_cli.engine.tiny import build_from_config

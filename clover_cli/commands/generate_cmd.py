@@ -84,7 +84,7 @@ def generate(model_spec, prompt, prompt_file, raw, max_new_tokens, block_size, t
         with open(prompt_file, encoding="utf-8") as fh:
             prompt = fh.read()
     from clover_cli.engine.config import GenerationConfig
-    from clover_cli.engine.decode import Engine
+    from clover_cli.engine.engine import Engine
     from clover_cli.engine.events import BlockCommitted, GenerationResult
     from clover_cli.engine.loader import ModelLoadError
 

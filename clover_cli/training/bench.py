@@ -104,7 +104,7 @@ def agreement(a: list[int], b: list[int]) -> float:
 def run_bench(lm, prompts: dict[str, list], thresholds: list[float], max_new_tokens: int,
               progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run every prompt through AR mode and each threshold; returns the JSON report."""
-    from clover_cli.engine.decode import Engine
+    from clover_cli.engine.engine import Engine
     from clover_cli.tools.registry import tool_schemas
 
     engine = Engine(lm)

@@ -103,7 +103,7 @@ def generate(model_spec: str, out: str | Path, n: int, seed: int = 0, max_new_to
     """Write n AR-mode completions of training-split code prompts to `out` (JSONL); returns n.
     Appends to an existing file, so a stopped run can be topped up with another seed."""
     from clover_cli.engine.config import GenerationConfig
-    from clover_cli.engine.decode import Engine
+    from clover_cli.engine.engine import Engine
     from clover_cli.engine.loader import load_model
 
     files = files if files is not None else list(corpus.python_files(split="train"))

@@ -2,7 +2,7 @@
 
 The decoder here is a deliberately simple, uncached reference (full recompute with a 4-D
 block-causal mask every step) used only to measure copy accuracy and TPF during training; the
-product engine lives in clover_cli.engine.decode."""
+product engine lives in clover_cli.engine.engine."""
 from __future__ import annotations
 
 import torch

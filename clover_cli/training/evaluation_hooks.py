@@ -259,7 +259,7 @@ def make_evaluator(trainer, n_code_rows: int = 8, n_calls: int = 20):
 def engine_generator(model_dir: str):
     """A bd_generate-shaped decoder backed by the engine (cached, stops at EOS as `clover` does)."""
     from clover_cli.engine.config import GenerationConfig
-    from clover_cli.engine.decode import Engine
+    from clover_cli.engine.engine import Engine
     from clover_cli.engine.loader import load_model
 
     engine = Engine(load_model(model_dir))

@@ -53,7 +53,7 @@ def test_agent_turns_are_rendered_as_clover_run_sends_them(monkeypatch):
     request (a bench on a prompt shape the agent never produces would measure the wrong thing)."""
     from types import SimpleNamespace
 
-    import clover_cli.engine.decode as decode
+    import clover_cli.engine.engine as decode
     from clover_cli.training.bench import agent_system_prompt, run_bench
 
     rendered = []

@@ -113,7 +113,7 @@ def test_a_planted_function_level_import_is_caught(tmp_path):
         "tools/planted.py": "def f():\n    from ..agent import events\n",
         "clover_cli/tui/planted.py": "from clover_cli.tools import gitutil\n",
         "clover_cli/agent/planted.py": "def f():\n    import textual\n",
-        "kernels/planted.py": "import clover_cli.engine.decode\n",
+        "kernels/planted.py": "import clover_cli.engine.engine\n",
         "clover_cli/training/planted.py": "from clover_cli.modes import fix\n",
         "engine/planted_top.py": "import clover_cli\n",
     }
@@ -127,7 +127,7 @@ def test_a_planted_function_level_import_is_caught(tmp_path):
 
 def test_importing_the_core_loads_no_ui_library():
     code = ("import sys\n"
-            "import clover_cli.agent, clover_cli.agent.backends, clover_cli.engine.decode, "
+            "import clover_cli.agent, clover_cli.agent.backends, clover_cli.engine.engine, "
             "clover_cli.tools.registry, clover_cli.modes.fix, clover_cli.modes.swebench\n"
             "print([m for m in ('textual', 'rich') if m in sys.modules])\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from clover_cli.engine.config import GenerationConfig
-from clover_cli.engine.decode import Engine
+from clover_cli.engine.engine import Engine
 from clover_cli.engine.loader import ModelLoadError, load_model, resolve_hf_cache
 from clover_cli.training.tiny import build_tiny_checkpoint
 

@@ -12,7 +12,7 @@ import torch
 from transformers import AutoTokenizer
 
 from clover_cli.engine.config import GenerationConfig
-from clover_cli.engine.decode import Engine
+from clover_cli.engine.engine import Engine
 from clover_cli.engine.events import BlockCommitted, DenoiseStep, GenerationResult
 from clover_cli.engine.families import Family
 from clover_cli.engine.loader import LoadedModel

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from clover_cli.engine.config import GenerationConfig
-from clover_cli.engine.decode import Engine
+from clover_cli.engine.engine import Engine
 from clover_cli.engine.events import DenoiseStep
 from clover_cli.engine.loader import load_model
 from oracle import oracle_decode

@@ -14,7 +14,7 @@ import torch
 
 from clover_cli.engine.block_decode import BlockDecoder
 from clover_cli.engine.config import GenerationConfig
-from clover_cli.engine.decode import Engine
+from clover_cli.engine.engine import Engine
 from clover_cli.engine.loader import load_model
 from clover_cli.engine.runtime import make_cache, snapshot_recurrent
 from oracle import oracle_decode

@@ -10,13 +10,13 @@ import sys
 import pytest
 
 from clover_cli.engine.config import GenerationConfig
-from clover_cli.engine.decode import Engine
+from clover_cli.engine.engine import Engine
 from clover_cli.engine.loader import load_model
 
 SCRIPT = """
 import json, sys
 from clover_cli.engine.loader import load_model
-from clover_cli.engine.decode import Engine
+from clover_cli.engine.engine import Engine
 from clover_cli.engine.config import GenerationConfig
 from clover_cli.engine import kernel_hooks
 lm = load_model(sys.argv[1])

@@ -11,7 +11,7 @@ import torch
 from transformers import AutoTokenizer
 
 from clover_cli.engine.config import GenerationConfig
-from clover_cli.engine.decode import Engine
+from clover_cli.engine.engine import Engine
 from clover_cli.engine.events import BlockCommitted, GenerationResult
 from clover_cli.engine.families import Family
 from clover_cli.engine.healing import heal_prompt, token_texts

@@ -85,7 +85,7 @@ def test_load_rejects_a_bad_line(tmp_path):
 
 def test_generate_writes_the_engines_ar_mode_completion(tmp_path, bundled_dir):
     from clover_cli.engine.config import GenerationConfig
-    from clover_cli.engine.decode import Engine
+    from clover_cli.engine.engine import Engine
     from clover_cli.engine.loader import load_model
     from clover_cli.training import distill
 

@@ -23,7 +23,7 @@ class EngineBackend(ModelBackend):
                  progressive_ending: bool = True, temperature: float = 0.0, top_p: float = 1.0,
                  seed: int | None = None, denoise_events: bool = True, **_: object) -> None:
         super().__init__(threshold)
-        from clover_cli.engine.decode import Engine
+        from clover_cli.engine.engine import Engine
         from clover_cli.engine.loader import ModelLoadError, load_model
 
         if lm is None:

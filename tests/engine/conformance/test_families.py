@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from clover_cli.engine.config import GenerationConfig
-from clover_cli.engine.decode import Engine
+from clover_cli.engine.engine import Engine
 from clover_cli.engine.loader import load_model
 from realcfg import ACTIVE, build, released
 from references import fast_dllm_generate, sdar_generate

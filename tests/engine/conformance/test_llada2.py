@@ -13,7 +13,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from clover_cli.engine.config import GenerationConfig
-from clover_cli.engine.decode import Engine
+from clover_cli.engine.engine import Engine
 from clover_cli.engine.loader import load_model
 from realcfg import ACTIVE, build, released
 from references import llada2_generate
