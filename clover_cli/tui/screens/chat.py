@@ -26,7 +26,7 @@ from clover_cli.tui.widgets.denoise import DenoiseView
 from clover_cli.tui.widgets.file_picker import FilePicker
 from clover_cli.tui.widgets.messages import is_summary, plural
 from clover_cli.tui.widgets.prompt_input import PromptInput
-from clover_cli.tui.widgets.status_bar import StatusBar
+from clover_cli.tui.widgets.status_bar import StatusBar, short_model_name
 from clover_cli.tui.widgets.transcript import Transcript
 
 FRAME_SECONDS = 1 / 10  # render at most 10 frames per second while streaming (each may relayout)
@@ -65,7 +65,7 @@ class ChatScreen(FocusKeeper, SlashCommands, Screen):
         yield Transcript(id="transcript")
         with Horizontal(id="loading"):
             yield LoadingIndicator()
-            yield Label(f"Loading model {self.options.model}…", id="loading-label")
+            yield Label(f"Loading {short_model_name(self.options.model)}…", id="loading-label")
         yield DenoiseView()
         yield Static("", id="completions")
         yield FilePicker(self.options.root)
@@ -135,10 +135,11 @@ class ChatScreen(FocusKeeper, SlashCommands, Screen):
         """The progress line while the model loads: elapsed time and what waits for it."""
         if self.busy != "loading":
             return
-        waiting = f" · {len(self.queued)} queued message(s) will be sent when it is ready" if self.queued \
-            else " · you can type now"
+        n = len(self.queued)
+        waiting = f" · {n} queued message{'s' if n != 1 else ''}, sent when ready" if n else " · type away"
         self.query_one("#loading-label", Label).update(
-            f"Loading model {self.options.model}… {time.monotonic() - self._load_started:.0f}s{waiting}")
+            f"Loading {short_model_name(self.options.model)}… "
+            f"{time.monotonic() - self._load_started:.0f}s{waiting}")
 
     @work(thread=True, group="agent", exit_on_error=False)
     def _load_worker(self, resume: str | None, backend: Any) -> None:

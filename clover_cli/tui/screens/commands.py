@@ -109,7 +109,7 @@ class SlashCommands:
         self.options_before_switch = self.options
         self.options = _replace(self.options, model=arg)
         resume = getattr(self.agent, "session_id", None) if self.agent is not None else None
-        self.query_one("#loading-label").update(f"Loading model {arg}…")
+        self.query_one("#loading-label").update(f"Loading {arg}…")
         self.load(resume)
 
     def cmd_threshold(self, arg: str) -> None:

@@ -17,7 +17,7 @@ from clover_cli.agent.history import PromptHistory
 from clover_cli.tui import slash
 
 NEWLINE_KEYS = ("ctrl+j", "shift+enter", "alt+enter")
-PLACEHOLDER = "Ask Clover (Enter sends · Ctrl+J new line · @ file · / commands · Ctrl+R history)"
+PLACEHOLDER = "Ask Clover · Enter sends · Ctrl+J new line · @ file · / commands"
 MENTION_AT_CURSOR = re.compile(r"(?:^|(?<=\s))@([\w./+-]*)$")
 
 
@@ -189,8 +189,8 @@ class PromptInput(TextArea):
         elif key == "enter":
             text = self.text
             if text.strip():
-                self.remember(text.rstrip("\n"))
-                self.post_message(self.Submitted(text.rstrip("\n")))
+                self.remember(text.rstrip())
+                self.post_message(self.Submitted(text.rstrip()))
                 self.load_text("")
             handled = True
         elif key in NEWLINE_KEYS:
