@@ -11,20 +11,20 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import Label, LoadingIndicator, Static, TextArea
+from textual.widgets import Label, Static, TextArea
 
 from clover_cli.agent import events as ev
 from clover_cli.agent.attachments import attach_mentions
 from clover_cli.agent.history import PromptHistory
 from clover_cli.tui import slash
-from clover_cli.tui.bridge import (AgentEventMessage, AgentFailed, AgentReady, SessionOptions, TaskDone,
-                                   context_tokens, error_text, git_branch, open_agent)
+from clover_cli.tui.bridge import AgentEventMessage, SessionOptions, TaskDone, context_tokens, error_text
 from clover_cli.tui.screens.approval import ApprovalDialog
 from clover_cli.tui.screens.commands import SlashCommands
 from clover_cli.tui.screens.focus import FocusKeeper
+from clover_cli.tui.screens.loading import ModelLoading
 from clover_cli.tui.widgets.denoise import DenoiseView
 from clover_cli.tui.widgets.file_picker import FilePicker
-from clover_cli.tui.widgets.messages import is_summary, plural
+from clover_cli.tui.widgets.messages import is_summary
 from clover_cli.tui.widgets.prompt_input import PromptInput
 from clover_cli.tui.widgets.status_bar import StatusBar, short_model_name
 from clover_cli.tui.widgets.transcript import Transcript
@@ -35,7 +35,7 @@ MAX_FRAME_GAP = 1.0  # but text never waits longer than this
 QUIT_WINDOW_SECONDS = 3.0  # a second Ctrl+C within this window quits
 
 
-class ChatScreen(FocusKeeper, SlashCommands, Screen):
+class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
     """Wires agent events to widgets; long agent calls run in thread workers."""
 
     BINDINGS = [
@@ -63,8 +63,7 @@ class ChatScreen(FocusKeeper, SlashCommands, Screen):
     # ----- layout
     def compose(self) -> ComposeResult:
         yield Transcript(id="transcript")
-        with Horizontal(id="loading"):
-            yield LoadingIndicator()
+        with Horizontal(id="loading"):  # a 2 Hz text line, not an animation: the load needs the CPU
             yield Label(f"Loading {short_model_name(self.options.model)}…", id="loading-label")
         yield DenoiseView()
         yield Static("", id="completions")
@@ -120,101 +119,6 @@ class ChatScreen(FocusKeeper, SlashCommands, Screen):
         self.transcript.flush()
         self.denoise.refresh_view()
         self._last_draw = (now, cpu)
-
-    # ----- loading
-    def load(self, resume: str | None, backend: Any = None) -> None:
-        """Start loading the model (or reopening a session) in a worker thread."""
-        self.set_busy("loading")
-        self.query_one("#loading").display = True
-        self.status.set(loading=True)
-        self._load_started = time.monotonic()
-        self._loading_progress()
-        self._load_worker(resume, backend)
-
-    def _loading_progress(self) -> None:
-        """The progress line while the model loads: elapsed time and what waits for it."""
-        if self.busy != "loading":
-            return
-        n = len(self.queued)
-        waiting = f" · {n} queued message{'s' if n != 1 else ''}, sent when ready" if n else " · type away"
-        self.query_one("#loading-label", Label).update(
-            f"Loading {short_model_name(self.options.model)}… "
-            f"{time.monotonic() - self._load_started:.0f}s{waiting}")
-
-    @work(thread=True, group="agent", exit_on_error=False)
-    def _load_worker(self, resume: str | None, backend: Any) -> None:
-        try:
-            agent, resumed, note = open_agent(self.options, resume, backend)
-            info = {**agent.backend.info, "context_used": context_tokens(agent)}
-            self.post_message(AgentReady(agent, info, git_branch(self.options.root), resumed, note))
-        except Exception as exc:  # every failure becomes a notice, never a crash
-            self.post_message(AgentFailed(error_text(exc)))
-
-    def on_agent_ready(self, msg: AgentReady) -> None:
-        if self.agent is not None and self.agent is not msg.agent:
-            self._close_agent(self.agent, keep_backend=getattr(msg.agent, "backend", None))
-        first = self.agent is None
-        self.agent = msg.agent
-        self.options_before_switch = None
-        info = msg.info
-        self.query_one("#loading").display = False
-        in_process = not str(self.options.model).startswith(("replay:", "openai:"))
-        self.status.set(model=info.get("name", self.options.model), loading=False,
-                        block_size=info.get("block_size") if in_process else None, threshold=info.get("threshold"),
-                        context_window=info.get("context_window"), branch=msg.branch,
-                        context_used=info.get("context_used"),
-                        approval=getattr(getattr(msg.agent, "config", None), "approval", self.options.approval))
-        self.set_busy("")
-        if msg.resumed:
-            self.show_history(getattr(msg.agent, "messages", []))
-            self.transcript.add_notice(f"Resumed session {msg.agent.session_id}")
-        elif first:
-            self.transcript.add_notice(f"Clover in {self.options.root.name or self.options.root}. "
-                                       "Type a request (Enter sends); /help lists commands.")
-        if msg.note:
-            self.transcript.add_notice(msg.note, "warning")
-        if self.queued and not self.busy:
-            text, shown = self.queued.pop(0)  # the rest are sent one turn after another
-            shown.set_queued(False)
-            self.send(text, show=False)  # shown when it was typed
-
-    def on_agent_failed(self, msg: AgentFailed) -> None:
-        self.query_one("#loading").display = False
-        self.status.set(loading=False)
-        if self.agent is not None:  # a failed switch keeps the model that was loaded
-            self.options = self.options_before_switch or self.options
-            self.status.set(model=self.agent.backend.info.get("name", ""))
-        self.options_before_switch = None
-        self.set_busy("")
-        for _, shown in self.queued:
-            shown.set_queued(False, "not sent: the model did not load")
-        self.queued.clear()
-        self.error(msg.message)
-
-    @staticmethod
-    def _close_agent(agent: Any, keep_backend: Any = None) -> None:
-        backend = getattr(agent, "backend", None)
-        if backend is not None and backend is not keep_backend:
-            try:
-                backend.close()
-            except Exception:
-                pass
-
-    def show_history(self, messages: list[dict]) -> None:
-        """Render a resumed conversation (user prompts and assistant answers)."""
-        t = self.transcript
-        for m in messages:
-            role, content = m.get("role"), m.get("content") or ""
-            if role == "user" and is_summary(m):
-                t.add_summary(content)
-            elif role == "user":
-                t.add_user(content)
-            elif role == "assistant" and content.strip():
-                t.stream(content)
-                t.end_message()
-            elif role == "tool":
-                n = len(content.splitlines())
-                t.add_notice(f"tool result ({m.get('name', 'tool')}, {n} {plural(n, 'line')})")
 
     # ----- sending
     def on_text_area_changed(self, event: TextArea.Changed) -> None:
