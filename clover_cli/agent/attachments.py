@@ -14,6 +14,7 @@ from pathlib import Path
 MAX_FILE_CHARS = 12_000  # per file; longer files are cut with a note
 MAX_FILES = 5
 MENTION = re.compile(r"(?<![\w@])@([\w./+-]+[\w/+-])")
+ATTACHED = "\n\nAttached file `"
 
 
 def mentioned_paths(text: str) -> list[str]:
@@ -44,8 +45,14 @@ def attach_mentions(text: str, root: Path) -> tuple[str, list[str]]:
             body = body[:MAX_FILE_CHARS]
         rel = relpath(root, full)
         fence = "````" if "```" in body else "```"
-        blocks.append(f"Attached file `{rel}`:\n{fence}\n{body.rstrip(chr(10))}\n{fence}{note}")
+        blocks.append(f"{ATTACHED.lstrip()}{rel}`:\n{fence}\n{body.rstrip(chr(10))}\n{fence}{note}")
         attached.append(rel)
     if not blocks:
         return text, []
     return text + "\n\n" + "\n\n".join(blocks), attached
+
+
+def strip_attachments(text: str) -> str:
+    """The message as the user typed it (what `attach_mentions` appended removed)."""
+    cut = text.find(ATTACHED)
+    return text if cut < 0 else text[:cut]

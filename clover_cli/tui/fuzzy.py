@@ -15,12 +15,26 @@ SEPARATORS = "/_-. "
 
 
 def score(query: str, path: str) -> float | None:
-    """How well `query` matches `path` (higher is better); None when it does not match."""
+    """How well `query` matches `path` (higher is better); None when it does not match.
+
+    Greedy from each place the first character occurs; the best of those alignments counts."""
     if not query:
         return 0.0
     q, p = query.lower(), path.lower()
+    best_total = None
+    start = p.find(q[0])
+    while start >= 0:
+        total = _align(q, p, start)
+        if total is None:
+            break  # no later start can match either
+        best_total = total if best_total is None else max(best_total, total)
+        start = p.find(q[0], start + 1)
+    return None if best_total is None else best_total - 0.01 * len(path)  # shorter first among equals
+
+
+def _align(q: str, p: str, first: int) -> float | None:
     name_start = p.rfind("/") + 1
-    pos, total, run, last = 0, 0.0, 0, -2
+    pos, total, run, last = first, 0.0, 0, -2
     for ch in q:
         found = p.find(ch, pos)
         if found < 0:
@@ -28,7 +42,7 @@ def score(query: str, path: str) -> float | None:
         bonus = 1.0
         if found == last + 1:
             run += 1
-            bonus += 2.0 * run
+            bonus += 4.0 * run
         else:
             run = 0
         if found == 0 or p[found - 1] in SEPARATORS:
@@ -37,7 +51,7 @@ def score(query: str, path: str) -> float | None:
             bonus += 2.0
         total += bonus
         last, pos = found, found + 1
-    return total - 0.01 * len(path)  # shorter paths first among equals
+    return total
 
 
 def best(query: str, paths: list[str], limit: int = 8) -> list[str]:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -9,7 +10,7 @@ from textual.widgets._collapsible import CollapsibleTitle
 
 from clover_cli.tui.widgets.messages import AssistantMessage, NoticeLine
 from clover_cli.tui.widgets.prompt_input import PLACEHOLDER
-from clover_cli.tui.widgets.tool_panel import ToolPanel
+from clover_cli.tui.widgets.tool_panel import LIVE_LINES, ToolPanel
 
 from .conftest import make_app, submit, type_text, wait_for, wait_idle, wait_ready
 from .screen_text import screen_text
@@ -117,6 +118,9 @@ async def test_escape_stops_a_slow_tool_and_its_output_streams_live(repo):
         (panel,) = app.chat.transcript.query(ToolPanel)
         assert panel.status == "running" or panel.status == "proposed"
         assert panel._fold.collapsed or not panel._fold.display  # the live lines show without unfolding
+        await wait_for(pilot, lambda: "line9" in screen_text(app), what="more live output")
+        live = re.findall(r"\bline(\d+)\b", screen_text(app))
+        assert 0 < len(live) <= LIVE_LINES and "1" not in live, live  # the last lines only
         await stop_with_escape(pilot)
         assert panel.status == "failed" and "Interrupted." in notices(app)
         assert app.chat.agent.backend.calls == 1

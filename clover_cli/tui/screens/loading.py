@@ -11,6 +11,7 @@ from typing import Any
 from textual import work
 from textual.widgets import Label
 
+from clover_cli.agent.attachments import strip_attachments
 from clover_cli.tui.bridge import AgentFailed, AgentReady, context_tokens, error_text, git_branch, open_agent
 from clover_cli.tui.widgets.messages import is_summary, plural
 from clover_cli.tui.widgets.status_bar import short_model_name
@@ -106,7 +107,7 @@ class ModelLoading:
             if role == "user" and is_summary(m):
                 t.add_summary(content)
             elif role == "user":
-                t.add_user(content)
+                t.add_user(strip_attachments(content))
             elif role == "assistant" and content.strip():
                 t.stream(content)
                 t.end_message()
