@@ -193,7 +193,7 @@ async def test_context_meter_turns_amber_then_red(repo):
 async def test_first_message_waits_for_the_load_visibly(repo):
     fifo = repo.parent / "slow.json"
     os.mkfifo(fifo)  # the replay backend's read blocks until the test writes the script
-    writer = threading.Thread(target=fifo.write_text, args=(json.dumps({"completions": ["Hi there."]}),))
+    writer = threading.Thread(target=fifo.write_text, args=(json.dumps({"completions": ["Hi there.", "Second."]}),))
     app = CloverApp(SessionOptions(model=f"replay:{fifo}", root=repo))
     try:
         async with app.run_test(size=(80, 24)) as pilot:
@@ -204,11 +204,19 @@ async def test_first_message_waits_for_the_load_visibly(repo):
             (shown,) = app.chat.transcript.query(UserMessage)
             assert shown.queued and "queued" in screen_text(app)
             assert "1 queued message, sent when ready" in screen_text(app)
+            await submit(pilot, "and another")
+            await pilot.pause(0.6)
+            assert "2 queued messages, sent when ready" in screen_text(app)
             writer.start()
             await wait_ready(pilot)
+            await wait_for(pilot, lambda: app.chat.agent.backend.calls == 2 and not app.chat.busy,
+                           what="both queued messages answered")
             await wait_idle(pilot)
-            assert not shown.queued and "Hi there." in screen_text(app)
+            assert not any(u.queued for u in app.chat.transcript.query(UserMessage))
+            assert "Hi there." in screen_text(app) and "Second." in screen_text(app)
             assert "queued" not in screen_text(app)
+            sent = [m["content"] for m in app.chat.agent.backend.prompts[-1] if m["role"] == "user"]
+            assert sent == ["hello early", "and another"]
     finally:
         if not writer.is_alive() and writer.ident is None:
             writer.start()  # never leave the loading thread blocked on the FIFO

@@ -278,6 +278,7 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
             self.transcript.end_message()
             self.transcript.flush()
             self.set_busy("")
+            self.send_next_queued()
             return
         self.set_busy("")
         self.task_done(msg)
@@ -303,6 +304,8 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
         if self.approval is not None:
             request, screen = self.approval
             screen.dismiss(ev.ApprovalAnswer("no", "Interrupted by the user."))
+        if self.queued and self.busy != "loading":
+            self.drop_queued("interrupted")
         if self.busy in ("generating", "compacting") and self.agent is not None:
             self.interrupted_at, self.stopped_at = time.perf_counter(), None
             self.agent.cancel()

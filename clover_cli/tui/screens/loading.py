@@ -72,10 +72,7 @@ class ModelLoading:
                                        "Type a request (Enter sends); /help lists commands.")
         if msg.note:
             self.transcript.add_notice(msg.note, "warning")
-        if self.queued and not self.busy:
-            text, shown = self.queued.pop(0)  # the rest are sent one turn after another
-            shown.set_queued(False)
-            self.send(text, show=False)  # shown when it was typed
+        self.send_next_queued()
 
     def on_agent_failed(self, msg: AgentFailed) -> None:
         self.query_one("#loading").display = False
@@ -85,10 +82,21 @@ class ModelLoading:
             self.status.set(model=self.agent.backend.info.get("name", ""))
         self.options_before_switch = None
         self.set_busy("")
-        for _, shown in self.queued:
-            shown.set_queued(False, "not sent: the model did not load")
-        self.queued.clear()
+        self.drop_queued("the model did not load")
         self.error(msg.message)
+
+    def send_next_queued(self) -> None:
+        """Send the oldest message typed while loading (the rest follow, one turn after another)."""
+        if self.queued and not self.busy and self.agent is not None:
+            text, shown = self.queued.pop(0)
+            shown.set_queued(False)
+            self.send(text, show=False)  # shown when it was typed
+
+    def drop_queued(self, why: str) -> None:
+        """Forget the queued messages, marking each as not sent."""
+        for _, shown in self.queued:
+            shown.set_queued(False, f"not sent: {why}")
+        self.queued.clear()
 
     @staticmethod
     def _close_agent(agent: Any, keep_backend: Any = None) -> None:
