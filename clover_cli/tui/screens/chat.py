@@ -100,6 +100,8 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
         self.prompt.focus()
         self.set_interval(FRAME_SECONDS, self._frame)
         self.set_interval(0.5, self._loading_progress)
+        if not self.options.resume:
+            self.welcome()
         self.load(self.options.resume)
 
     def _frame(self) -> None:

@@ -67,9 +67,8 @@ class ModelLoading:
         if msg.resumed:
             self.show_history(getattr(msg.agent, "messages", []))
             self.transcript.add_notice(f"Resumed session {msg.agent.session_id}")
-        elif first:
-            self.transcript.add_notice(f"Clover in {self.options.root.name or self.options.root}. "
-                                       "Type a request (Enter sends); /help lists commands.")
+        elif first and self.options.resume:
+            self.welcome()  # a new session after all (--continue found none)
         if msg.note:
             self.transcript.add_notice(msg.note, "warning")
         self.send_next_queued()
@@ -84,6 +83,11 @@ class ModelLoading:
         self.set_busy("")
         self.drop_queued("the model did not load")
         self.error(msg.message)
+
+    def welcome(self) -> None:
+        """The first line of a new session (shown at once, before the model is ready)."""
+        self.transcript.add_notice(f"Clover in {self.options.root.name or self.options.root}. "
+                                   "Type a request (Enter sends); /help lists commands.")
 
     def send_next_queued(self) -> None:
         """Send the oldest message typed while loading (the rest follow, one turn after another)."""
