@@ -148,7 +148,9 @@ class SlashCommands:
             self.transcript.clear()
             self.load(arg, backend=getattr(self.agent, "backend", None))
             return
-        folder = Path(self.options.root) / ".clover" / "sessions"
+        from clover_cli.agent.session import sessions_dir
+
+        folder = sessions_dir(Path(self.options.root))  # wherever the agent keeps them
         files = sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True)[:15]
         if not files:
             self.transcript.add_notice("No saved sessions yet.")
