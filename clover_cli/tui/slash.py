@@ -27,6 +27,7 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("Ctrl+R", "search the prompt history (again: older; Enter keeps; Esc cancels)"),
     ("@", "pick a file to mention and attach (Up/Down, Enter/Tab, Esc)"),
     ("Tab", "complete a slash command (focus stays in the prompt)"),
+    ("PageUp / PageDown", "scroll the transcript (focus stays in the prompt)"),
     ("Shift+Tab", "move focus to the transcript's panels (typing returns)"),
     ("Esc", "interrupt generation; close the file picker"),
     ("Ctrl+T", "toggle the denoise view"),

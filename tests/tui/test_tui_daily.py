@@ -151,3 +151,20 @@ async def test_approval_is_docked_with_keyed_buttons_and_the_transcript_visible(
         assert dialog.region.bottom == 29  # at the bottom, above the status bar only
         await pilot.press("n", "enter")
         await wait_idle(pilot)
+
+
+async def test_page_keys_scroll_the_transcript_from_the_prompt(repo):
+    app = make_app(repo, ["\n\n".join(f"paragraph {i}" for i in range(40))])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_ready(pilot)
+        await submit(pilot, "talk")
+        await wait_idle(pilot)
+        t = app.chat.transcript
+        await wait_for(pilot, lambda: t.max_scroll_y > 0 and t.scroll_y == t.max_scroll_y, what="scrolled to the end")
+        bottom = t.scroll_y
+        await pilot.press("pageup")
+        await pilot.pause(0.2)
+        assert t.scroll_y < bottom and app.focused is app.chat.prompt
+        await pilot.press("pagedown")
+        await pilot.pause(0.2)
+        assert t.scroll_y == bottom

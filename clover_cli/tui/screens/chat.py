@@ -71,6 +71,10 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
         yield PromptInput(id="prompt", history=PromptHistory.for_root(self.options.root))
         yield StatusBar()
 
+    def _scroll_transcript(self, pages: int) -> None:
+        t = self.transcript
+        t.scroll_page_up() if pages < 0 else t.scroll_page_down()
+
     def _one(self, kind: type) -> Any:
         """A widget composed once, looked up once (the 10 fps frame timer reads them)."""
         if kind not in self._widgets:
@@ -95,6 +99,7 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
         self.picker.display = False
         self.prompt.picker = self.picker
         self.prompt.show_hint = self.set_hint
+        self.prompt.scroll_transcript = self._scroll_transcript
         self.status.set(model=self.options.model, approval=self.options.approval,
                         threshold=self.options.threshold)
         self.prompt.focus()

@@ -42,6 +42,7 @@ class PromptInput(TextArea):
         self.search: tuple[str, int | None] | None = None  # (query, matched index) in Ctrl+R mode
         self.picker = None  # the FilePicker, set by the screen
         self.show_hint: Callable[[str], None] = lambda text: None
+        self.scroll_transcript: Callable[[int], None] = lambda pages: None  # PageUp / PageDown
 
     @property
     def sent(self) -> list[str]:
@@ -192,6 +193,9 @@ class PromptInput(TextArea):
                 self.remember(text.rstrip())
                 self.post_message(self.Submitted(text.rstrip()))
                 self.load_text("")
+            handled = True
+        elif key in ("pageup", "pagedown"):  # the transcript scrolls; focus stays here
+            self.scroll_transcript(-1 if key == "pageup" else 1)
             handled = True
         elif key in NEWLINE_KEYS:
             self.insert("\n")
