@@ -8,7 +8,7 @@ from textual.app import App
 from textual.binding import Binding
 
 from clover_cli.tui.bridge import SessionOptions
-from clover_cli.tui.screens.approval import ApprovalScreen
+from clover_cli.tui.prefs import load_prefs
 from clover_cli.tui.screens.chat import ChatScreen
 
 
@@ -28,12 +28,15 @@ class CloverApp(App):
         super().__init__()
         self.options = options
         self.chat = ChatScreen(options)
+        theme = load_prefs().get("theme")
+        if isinstance(theme, str) and theme in self.available_themes:
+            self.theme = theme  # /theme remembers it in tui.json (an unknown name is ignored)
 
     def on_mount(self) -> None:
         self.push_screen(self.chat)
 
     def action_interrupt(self) -> None:
-        """Ctrl+C anywhere: interrupt (an open approval is answered "no")."""
+        """Ctrl+C anywhere: interrupt (an open approval is answered "no"); twice quits."""
         self.chat.interrupt()
 
     def action_quit_session(self) -> None:
@@ -42,5 +45,5 @@ class CloverApp(App):
 
     def action_toggle_denoise(self) -> None:
         """Ctrl+T: show or hide the denoise view."""
-        if not isinstance(self.screen, ApprovalScreen):
+        if self.chat.approval is None:
             self.chat.toggle_denoise()

@@ -15,6 +15,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "denoise": ("/denoise", "Toggle the live denoise view of the current block."),
     "approval": ("/approval MODE", "Set approval: ask, auto-edit, yolo or read-only."),
     "sessions": ("/sessions [ID]", "List saved sessions, or resume the session ID."),
+    "copy": ("/copy [N]", "Copy the last answer (or its Nth code block) to the clipboard."),
+    "theme": ("/theme [NAME]", "List the themes, or switch (light, dark, ...); remembered."),
     "quit": ("/quit", "Save the session and exit."),
 }
 
@@ -22,9 +24,15 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("Enter", "send the prompt"),
     ("Ctrl+J / Shift+Enter", "new line in the prompt"),
     ("Up / Down", "prompt history (at the first / last line)"),
-    ("Tab", "complete a slash command"),
+    ("Ctrl+R", "search the prompt history (again: older; Enter keeps; Esc cancels)"),
+    ("@", "pick a file to mention and attach (Up/Down, Enter/Tab, Esc)"),
+    ("Tab", "complete a slash command (focus stays in the prompt)"),
+    ("PageUp / PageDown", "scroll the transcript (focus stays in the prompt)"),
+    ("Shift+Tab", "move focus to the transcript's panels (typing returns)"),
+    ("Esc", "interrupt generation; close the file picker"),
     ("Ctrl+T", "toggle the denoise view"),
     ("Ctrl+C", "interrupt generation; twice to quit"),
+    ("Ctrl+Q", "quit"),
     ("y / n / a", "answer an approval: yes / no (+feedback) / always"),
 )
 

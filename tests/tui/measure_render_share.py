@@ -84,7 +84,7 @@ def tui_turns(spec: str, root: Path, perf: Path, turns: int, denoise: bool) -> l
         subprocess.run([*tmux, "send-keys", "-t", session, *k], check=True)
 
     try:
-        while "Type a request" not in screen():
+        while "Type a request" not in (shown := screen()) or "(loading…)" in shown:  # model ready
             time.sleep(0.5)
         if denoise:
             keys("/denoise", "Enter")

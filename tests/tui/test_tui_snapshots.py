@@ -12,7 +12,6 @@ import pytest
 
 from clover_cli.agent import events as ev
 from clover_cli.tui.bridge import AgentEventMessage
-from clover_cli.tui.screens.approval import ApprovalScreen
 
 from .conftest import make_app, submit, wait_for, wait_idle, wait_ready  # noqa: F401
 
@@ -55,7 +54,7 @@ def test_snapshot_approval_dialog(snap_compare, repo):
     async def run_before(pilot):
         await _ready(pilot)
         await submit(pilot, "make greet say hi")
-        await wait_for(pilot, lambda: isinstance(pilot.app.screen, ApprovalScreen), what="the dialog")
+        await wait_for(pilot, lambda: pilot.app.chat.approval is not None, what="the dialog")
         await _steady(pilot)
 
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

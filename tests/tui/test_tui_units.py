@@ -19,14 +19,14 @@ def test_slash_parse_and_prefixes():
     assert slash.parse("  /HELP ") == slash.SlashCommand("help", "")
     assert slash.parse("/und") == slash.SlashCommand("undo", "")  # unique prefix
     with pytest.raises(slash.SlashError, match="ambiguous"):
-        slash.parse("/c")  # clear, compact
+        slash.parse("/c")  # clear, compact, copy
     with pytest.raises(slash.SlashError, match="Unknown command /frobnicate"):
         slash.parse("/frobnicate")
     assert slash.is_slash("/help") and not slash.is_slash("fix /etc/hosts") and not slash.is_slash("/a\nb")
 
 
 def test_slash_completion_and_threshold():
-    assert slash.complete("/c") == ["/clear", "/compact"]
+    assert slash.complete("/c") == ["/clear", "/compact", "/copy"]
     assert slash.complete("/") == ["/" + n for n in slash.COMMANDS]
     assert slash.complete("/help me") == [] and slash.complete("help") == []
     assert slash.parse_threshold("0.8") == 0.8

@@ -1,19 +1,25 @@
-"""The approval dialog: the diff or command, answered with y (yes), n (no + feedback), a (always)."""
+"""The approval dialog: the diff or command, answered with y (yes), n (no + feedback), a (always).
+
+A widget docked at the bottom of the chat screen (over the prompt), not a modal screen: the
+transcript stays visible above it (docs/tui.md, "Approvals"). Focus sits on its buttons while it
+is open; `y`, `n`, `a` and Esc work from anywhere in the chat screen (screens/focus.py).
+"""
 from __future__ import annotations
+
+from typing import Callable
 
 from rich.markup import escape
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
 from clover_cli.agent.events import ApprovalAnswer, ApprovalRequested
 from clover_cli.tui.widgets.tool_panel import code_view, summarize_args
 
 
-class ApprovalScreen(ModalScreen[ApprovalAnswer]):
-    """Dismisses with the ApprovalAnswer; the caller puts it into the request's future."""
+class ApprovalDialog(Vertical):
+    """Calls `on_answer(ApprovalAnswer)` once and removes itself."""
 
     BINDINGS = [
         Binding("y", "answer('yes')", "Yes", show=False),
@@ -22,32 +28,50 @@ class ApprovalScreen(ModalScreen[ApprovalAnswer]):
         Binding("escape", "answer('no')", "No", show=False),
     ]
 
-    def __init__(self, request: ApprovalRequested) -> None:
-        super().__init__(classes="approval-screen")
+    def __init__(self, request: ApprovalRequested, on_answer: Callable[[ApprovalAnswer], None]) -> None:
+        super().__init__(id="approval-dialog")
         self.request = request
+        self.on_answer = on_answer
+        self.answered = False
 
     def compose(self) -> ComposeResult:
         req = self.request
-        with Vertical(id="approval-dialog"):
-            yield Static(f"[b]Allow {escape(req.name)}?[/b] {escape(summarize_args(req.name, req.arguments))}",
-                         id="approval-title")
-            with VerticalScroll(id="approval-summary"):
-                yield Static(code_view(req.summary or "(nothing to show)"))
-            yield Input(placeholder="why not? (Enter sends, empty is fine)", id="approval-feedback")
-            with Horizontal(id="approval-buttons"):
-                yield Button("[u]Y[/u]es", id="yes", variant="success", compact=True)
-                yield Button("[u]N[/u]o", id="no", variant="error", compact=True)
-                # an empty key means nothing safe to remember (a wrapper, an interpreter): once only
-                scope = escape(req.always_key) if req.always_key else "this call only"
-                yield Button(f"[u]A[/u]lways ({scope})", id="always", compact=True)
+        yield Static(f"[b]Allow {escape(req.name)}?[/b] {escape(summarize_args(req.name, req.arguments))}",
+                     id="approval-title")
+        with VerticalScroll(id="approval-summary"):
+            yield Static(code_view(req.summary or "(nothing to show)"))
+        yield Input(placeholder="why not? (Enter sends, empty is fine)", id="approval-feedback")
+        with Horizontal(id="approval-buttons"):
+            yield Button("\\[y] Yes", id="yes", variant="success", compact=True)
+            yield Button("\\[n] No", id="no", variant="error", compact=True)
+            # an empty key means nothing safe to remember (a wrapper, an interpreter): once only
+            scope = escape(req.always_key) if req.always_key else "this call only"
+            yield Button(f"\\[a] Always ({scope})", id="always", compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#approval-feedback").display = False
-        self.query_one("#yes", Button).focus()
+        self.focus_default()
+
+    def focus_default(self) -> None:
+        """Focus the feedback box when it is open, else the Yes button."""
+        box = self.query_one("#approval-feedback", Input)
+        (box if box.display else self.query_one("#yes", Button)).focus(scroll_visible=False)
+
+    @property
+    def asking_feedback(self) -> bool:
+        return bool(self.query_one("#approval-feedback").display)
+
+    def dismiss(self, answer: ApprovalAnswer) -> None:
+        """Answer (once) and close."""
+        if self.answered:
+            return
+        self.answered = True
+        self.on_answer(answer)
+        self.remove()
 
     def action_answer(self, decision: str, feedback: str = "") -> None:
         """Dismiss with the given decision."""
-        self.dismiss(ApprovalAnswer(decision, feedback))
+        self.dismiss(ApprovalAnswer(decision, feedback))  # type: ignore[arg-type]
 
     def action_no(self) -> None:
         """'n': ask for optional feedback, then Enter sends the no."""

@@ -8,19 +8,25 @@ from typing import Any
 
 from textual import work
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import Label, LoadingIndicator, Static, TextArea
+from textual.widgets import Label, Static, TextArea
 
 from clover_cli.agent import events as ev
+from clover_cli.agent.attachments import attach_mentions
+from clover_cli.agent.history import PromptHistory
 from clover_cli.tui import slash
-from clover_cli.tui.bridge import (AgentEventMessage, AgentFailed, AgentReady, SessionOptions, TaskDone,
-                                   context_tokens, error_text, git_branch, open_agent)
-from clover_cli.tui.screens.approval import ApprovalScreen
+from clover_cli.tui.bridge import AgentEventMessage, SessionOptions, TaskDone, context_tokens, error_text
+from clover_cli.tui.screens.approval import ApprovalDialog
 from clover_cli.tui.screens.commands import SlashCommands
+from clover_cli.tui.screens.focus import FocusKeeper
+from clover_cli.tui.screens.loading import ModelLoading
 from clover_cli.tui.widgets.denoise import DenoiseView
+from clover_cli.tui.widgets.file_picker import FilePicker
+from clover_cli.tui.widgets.messages import is_summary
 from clover_cli.tui.widgets.prompt_input import PromptInput
-from clover_cli.tui.widgets.status_bar import StatusBar
+from clover_cli.tui.widgets.status_bar import StatusBar, short_model_name
 from clover_cli.tui.widgets.transcript import Transcript
 
 FRAME_SECONDS = 1 / 10  # render at most 10 frames per second while streaming (each may relayout)
@@ -29,16 +35,24 @@ MAX_FRAME_GAP = 1.0  # but text never waits longer than this
 QUIT_WINDOW_SECONDS = 3.0  # a second Ctrl+C within this window quits
 
 
-class ChatScreen(SlashCommands, Screen):
+class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
     """Wires agent events to widgets; long agent calls run in thread workers."""
+
+    BINDINGS = [
+        Binding("escape", "escape", "Interrupt", show=False),
+        Binding("shift+tab", "focus_away", "Focus the transcript", show=False),
+    ]
 
     def __init__(self, options: SessionOptions) -> None:
         super().__init__(id="chat")
         self.options = options
         self.agent: Any = None
         self.busy = ""  # "", "loading", "generating", "compacting", "working"
-        self.queued: list[str] = []  # prompts typed while the model was loading
-        self.approval: tuple[ev.ApprovalRequested, ApprovalScreen] | None = None
+        self.queued: list[tuple[str, Any]] = []  # (prompt, its UserMessage) typed while loading
+        self._load_started = 0.0
+        self.interrupted_at: float | None = None  # perf_counter of the last Esc / Ctrl+C ...
+        self.stopped_at: float | None = None  # ... and of the turn's end it caused (tests, docs)
+        self.approval: tuple[ev.ApprovalRequested, ApprovalDialog] | None = None
         self.last_perf: dict[str, float] = {}
         self.options_before_switch: SessionOptions | None = None  # restored if /model fails
         self._quit_armed_until = 0.0
@@ -49,13 +63,17 @@ class ChatScreen(SlashCommands, Screen):
     # ----- layout
     def compose(self) -> ComposeResult:
         yield Transcript(id="transcript")
-        with Horizontal(id="loading"):
-            yield LoadingIndicator()
-            yield Label(f"Loading model {self.options.model}…", id="loading-label")
+        with Horizontal(id="loading"):  # a 2 Hz text line, not an animation: the load needs the CPU
+            yield Label(f"Loading {short_model_name(self.options.model)}…", id="loading-label")
         yield DenoiseView()
         yield Static("", id="completions")
-        yield PromptInput(id="prompt")
+        yield FilePicker(self.options.root)
+        yield PromptInput(id="prompt", history=PromptHistory.for_root(self.options.root))
         yield StatusBar()
+
+    def _scroll_transcript(self, pages: int) -> None:
+        t = self.transcript
+        t.scroll_page_up() if pages < 0 else t.scroll_page_down()
 
     def _one(self, kind: type) -> Any:
         """A widget composed once, looked up once (the 10 fps frame timer reads them)."""
@@ -78,10 +96,17 @@ class ChatScreen(SlashCommands, Screen):
     def on_mount(self) -> None:
         self.denoise.display = False
         self.query_one("#completions").display = False
+        self.picker.display = False
+        self.prompt.picker = self.picker
+        self.prompt.show_hint = self.set_hint
+        self.prompt.scroll_transcript = self._scroll_transcript
         self.status.set(model=self.options.model, approval=self.options.approval,
                         threshold=self.options.threshold)
-        self.query_one(PromptInput).focus()
+        self.prompt.focus()
         self.set_interval(FRAME_SECONDS, self._frame)
+        self.set_interval(0.5, self._loading_progress)
+        if not self.options.resume:
+            self.welcome()
         self.load(self.options.resume)
 
     def _frame(self) -> None:
@@ -102,90 +127,9 @@ class ChatScreen(SlashCommands, Screen):
         self.denoise.refresh_view()
         self._last_draw = (now, cpu)
 
-    # ----- loading
-    def load(self, resume: str | None, backend: Any = None) -> None:
-        """Start loading the model (or reopening a session) in a worker thread."""
-        self.set_busy("loading")
-        self.query_one("#loading").display = True
-        self.status.set(loading=True)
-        self._load_worker(resume, backend)
-
-    @work(thread=True, group="agent", exit_on_error=False)
-    def _load_worker(self, resume: str | None, backend: Any) -> None:
-        try:
-            agent, resumed, note = open_agent(self.options, resume, backend)
-            info = {**agent.backend.info, "context_used": context_tokens(agent)}
-            self.post_message(AgentReady(agent, info, git_branch(self.options.root), resumed, note))
-        except Exception as exc:  # every failure becomes a notice, never a crash
-            self.post_message(AgentFailed(error_text(exc)))
-
-    def on_agent_ready(self, msg: AgentReady) -> None:
-        if self.agent is not None and self.agent is not msg.agent:
-            self._close_agent(self.agent, keep_backend=getattr(msg.agent, "backend", None))
-        first = self.agent is None
-        self.agent = msg.agent
-        self.options_before_switch = None
-        info = msg.info
-        self.query_one("#loading").display = False
-        in_process = not str(self.options.model).startswith(("replay:", "openai:"))
-        self.status.set(model=info.get("name", self.options.model), loading=False,
-                        block_size=info.get("block_size") if in_process else None, threshold=info.get("threshold"),
-                        context_window=info.get("context_window"), branch=msg.branch,
-                        context_used=info.get("context_used"),
-                        approval=getattr(getattr(msg.agent, "config", None), "approval", self.options.approval))
-        self.set_busy("")
-        if msg.resumed:
-            self.show_history(getattr(msg.agent, "messages", []))
-            self.transcript.add_notice(f"Resumed session {msg.agent.session_id}")
-        elif first:
-            self.transcript.add_notice(f"Clover in {self.options.root.name or self.options.root}. "
-                                       "Type a request (Enter sends); /help lists commands.")
-        if msg.note:
-            self.transcript.add_notice(msg.note, "warning")
-        while self.queued and not self.busy:
-            self.send(self.queued.pop(0), show=False)  # shown when it was typed
-
-    def on_agent_failed(self, msg: AgentFailed) -> None:
-        self.query_one("#loading").display = False
-        self.status.set(loading=False)
-        if self.agent is not None:  # a failed switch keeps the model that was loaded
-            self.options = self.options_before_switch or self.options
-            self.status.set(model=self.agent.backend.info.get("name", ""))
-        self.options_before_switch = None
-        self.set_busy("")
-        self.queued.clear()
-        self.error(msg.message)
-
-    @staticmethod
-    def _close_agent(agent: Any, keep_backend: Any = None) -> None:
-        backend = getattr(agent, "backend", None)
-        if backend is not None and backend is not keep_backend:
-            try:
-                backend.close()
-            except Exception:
-                pass
-
-    def show_history(self, messages: list[dict]) -> None:
-        """Render a resumed conversation (user prompts and assistant answers)."""
-        t = self.transcript
-        for m in messages:
-            role, content = m.get("role"), m.get("content") or ""
-            if role == "user":
-                t.add_user(content)
-            elif role == "assistant" and content.strip():
-                t.stream(content)
-                t.end_message()
-            elif role == "tool":
-                t.add_notice(f"tool result ({m.get('name', 'tool')}, {len(content.splitlines())} lines)")
-
     # ----- sending
     def on_text_area_changed(self, event: TextArea.Changed) -> None:
-        text = event.text_area.text
-        hint = self.query_one("#completions", Static)
-        matches = slash.complete(text) if text.startswith("/") else []
-        hint.display = bool(matches)
-        if matches:
-            hint.update("  ".join(f"{slash.COMMANDS[m[1:]][0]}" for m in matches))
+        self.prompt_changed()
 
     def on_prompt_input_submitted(self, event: PromptInput.Submitted) -> None:
         event.stop()
@@ -194,12 +138,13 @@ class ChatScreen(SlashCommands, Screen):
         if slash.is_slash(text):
             self.run_slash(text)
         elif self.busy == "loading":
-            self.queued.append(text)
-            self.transcript.add_user(text)
-            self.transcript.add_notice("Will send when the model is loaded.")
+            shown = self.transcript.add_user(text)
+            shown.set_queued(True)
+            self.queued.append((text, shown))
+            self._loading_progress()
         elif self.busy:
-            self.notify("Still working — Ctrl+C interrupts.", severity="warning")
-            self.query_one(PromptInput).load_text(text)
+            self.set_hint("Still working — Esc interrupts; your text is back in the prompt.", 4)
+            self.prompt.load_text(text)
         elif self.agent is None:
             self.error("No model is loaded; use /model SPEC to load one.")
         else:
@@ -209,9 +154,12 @@ class ChatScreen(SlashCommands, Screen):
         """Start a turn with `text` in a worker thread."""
         if show:
             self.transcript.add_user(text)
+        full, attached = attach_mentions(text, self.options.root)
+        if attached:
+            self.transcript.add_notice("Attached " + ", ".join(attached) + ".")
         self.set_busy("generating")
         self._turn_clock = (time.perf_counter(), time.thread_time(), time.process_time())
-        self.stream_events(lambda: self.agent.run_turn(text))
+        self.stream_events(lambda: self.agent.run_turn(full))
 
     @work(thread=True, group="agent", exit_on_error=False)
     def stream_events(self, start) -> None:
@@ -256,6 +204,8 @@ class ChatScreen(SlashCommands, Screen):
         elif isinstance(e, ev.Notice):
             t.end_message()
             t.add_notice(e.message)
+            if e.message.startswith("Compacted "):
+                self.show_summary()
         elif isinstance(e, ev.AgentError):
             t.end_message()
             self.error(e.message)
@@ -267,8 +217,6 @@ class ChatScreen(SlashCommands, Screen):
         panel = self.transcript.panel(request.call_id, request.name, request.arguments)
         panel.show_preview(request.summary)
         panel.set_status("approval")
-        screen = ApprovalScreen(request)
-        self.approval = (request, screen)
 
         def answered(answer: ev.ApprovalAnswer | None) -> None:
             self.approval = None
@@ -276,8 +224,14 @@ class ChatScreen(SlashCommands, Screen):
             panel.set_status("running" if answer.decision != "no" else "denied")
             if not request.future.done():
                 request.future.set_result(answer)
+            self.prompt.display = True
+            self.call_after_refresh(self.refocus_prompt)
 
-        self.app.push_screen(screen, answered)
+        dialog = ApprovalDialog(request, answered)
+        self.approval = (request, dialog)
+        self.picker.close()
+        self.prompt.display = False  # the dialog takes the prompt's place, under the transcript
+        self.mount(dialog, before=self.prompt)
 
     def turn_finished(self, e: ev.TurnFinished) -> None:
         """Close the answer, update speed and context figures, report a non-normal end."""
@@ -297,7 +251,10 @@ class ChatScreen(SlashCommands, Screen):
             changes["context_window"] = int(stats["context_window"])
         self.status.set(**changes)
         if e.reason == "cancelled":
+            self.stopped_at = time.perf_counter()
             t.add_notice("Interrupted.", "warning")
+            left = self._quit_armed_until - time.monotonic()
+            self.set_hint("Press Ctrl+C again to quit." if left > 0.1 else "", max(left, 0.0))
         elif e.reason != "done":
             t.add_notice(f"Turn stopped: {e.reason.replace('_', ' ')}.", "warning")
         self._record_perf(stats)
@@ -328,6 +285,7 @@ class ChatScreen(SlashCommands, Screen):
             self.transcript.end_message()
             self.transcript.flush()
             self.set_busy("")
+            self.send_next_queued()
             return
         self.set_busy("")
         self.task_done(msg)
@@ -338,21 +296,37 @@ class ChatScreen(SlashCommands, Screen):
         self.notify(message, severity="error", timeout=6)
 
     # ----- interrupt / quit
-    def interrupt(self) -> None:
-        """Ctrl+C: cancel generation (or a pending approval); a second Ctrl+C quits."""
+    def interrupt(self, quit_on_second: bool = True) -> None:
+        """Ctrl+C / Esc: cancel generation (or a pending approval); a second Ctrl+C quits.
+
+        The agent stops at its next block or tool poll (docs/tui.md, "Interrupt"); the notice
+        goes to the hint line above the prompt, never over it."""
         now = time.monotonic()
-        if now < self._quit_armed_until:
+        if quit_on_second and now < self._quit_armed_until:
             self.quit()
             return
-        self._quit_armed_until = now + QUIT_WINDOW_SECONDS
+        if quit_on_second:
+            self._quit_armed_until = now + QUIT_WINDOW_SECONDS
+        again = " (Ctrl+C again to quit)" if quit_on_second else ""
         if self.approval is not None:
             request, screen = self.approval
             screen.dismiss(ev.ApprovalAnswer("no", "Interrupted by the user."))
+        if self.queued and self.busy != "loading":
+            self.drop_queued("interrupted")
         if self.busy in ("generating", "compacting") and self.agent is not None:
+            self.interrupted_at, self.stopped_at = time.perf_counter(), None
             self.agent.cancel()
-            self.notify("Interrupting… (Ctrl+C again to quit)", timeout=QUIT_WINDOW_SECONDS)
-        else:
-            self.notify("Press Ctrl+C again to quit.", timeout=QUIT_WINDOW_SECONDS)
+            self.status.set(busy="interrupting")
+            self.set_hint(f"Interrupting…{again}", QUIT_WINDOW_SECONDS)
+        elif quit_on_second:
+            self.set_hint("Press Ctrl+C again to quit.", QUIT_WINDOW_SECONDS)
+
+    def show_summary(self) -> None:
+        """After a compaction: the summary the model wrote, as its own folded "summary" entry."""
+        for m in getattr(self.agent, "messages", []):
+            if m.get("role") == "user" and is_summary(m):
+                self.transcript.add_summary(m.get("content") or "")
+                return
 
     def stop_agent(self) -> None:
         """Cancel a running turn and answer a pending approval, so worker threads can end."""

@@ -12,7 +12,7 @@ from clover_cli.tui import slash
 from clover_cli.tui.bridge import TaskDone, error_text
 
 APPROVALS = ("ask", "auto-edit", "yolo", "read-only")
-BUSY_OK = ("help", "denoise", "quit", "threshold", "approval")  # commands allowed while generating
+BUSY_OK = ("help", "denoise", "quit", "threshold", "approval", "copy", "theme")  # commands allowed while generating
 
 
 class SlashCommands:
@@ -109,7 +109,7 @@ class SlashCommands:
         self.options_before_switch = self.options
         self.options = _replace(self.options, model=arg)
         resume = getattr(self.agent, "session_id", None) if self.agent is not None else None
-        self.query_one("#loading-label").update(f"Loading model {arg}…")
+        self.query_one("#loading-label").update(f"Loading {arg}…")
         self.load(resume)
 
     def cmd_threshold(self, arg: str) -> None:
@@ -148,8 +148,9 @@ class SlashCommands:
             self.transcript.clear()
             self.load(arg, backend=getattr(self.agent, "backend", None))
             return
-        from clover_cli.agent.session import sessions_dir  # the user's state dir, not the repo's
-        folder = sessions_dir(self.options.root)
+        from clover_cli.agent.session import sessions_dir
+
+        folder = sessions_dir(Path(self.options.root))  # wherever the agent keeps them
         files = sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True)[:15]
         if not files:
             self.transcript.add_notice("No saved sessions yet.")
@@ -165,6 +166,48 @@ class SlashCommands:
             table.add_row(path.stem + mark, when, _first_prompt(path))
         self.transcript.add_static(table, classes="help")
         self.transcript.add_notice("Resume one with /sessions ID (or `clover --session ID`).")
+
+    def cmd_copy(self, arg: str) -> None:
+        """Copy the last answer (or its Nth code block) with OSC 52; a file is the fallback."""
+        from clover_cli.tui import clipboard
+
+        try:
+            text = clipboard.pick(self.transcript.last_answer(), arg)
+        except ValueError as exc:
+            raise slash.SlashError(str(exc)) from None
+        self.app.copy_to_clipboard(text)
+        what = f"code block {arg.strip()}" if arg.strip() else "the last answer"
+        n = text.count("\n") + (0 if text.endswith("\n") else 1)
+        fallback = ""
+        try:
+            from clover_cli.tools.statedir import repo_state_dir
+            path = repo_state_dir(self.options.root) / "copied.txt"
+            path.write_text(text, encoding="utf-8")
+            fallback = f" If your terminal ignores OSC 52, the text is also in {path}"
+        except OSError:
+            pass
+        self.transcript.add_notice(f"Copied {what} ({n} line{'' if n == 1 else 's'}) to the clipboard "
+                                   f"(OSC 52).{fallback}")
+
+    def cmd_theme(self, arg: str) -> None:
+        """List the themes, or switch to one (remembered in tui.json)."""
+        from clover_cli.tui.prefs import THEME_ALIASES, save_pref
+
+        themes = sorted(self.app.available_themes)
+        name = THEME_ALIASES.get(arg.strip().lower(), arg.strip())
+        if not name:
+            self.transcript.add_notice(f"Theme {self.app.theme}. Available: light, dark, "
+                                       + ", ".join(themes) + ". Use /theme NAME.")
+            return
+        if name not in themes:
+            raise slash.SlashError(f"Unknown theme {arg.strip()!r}; /theme lists them.")
+        self.app.theme = name
+        self.status.redraw()
+        problem = save_pref("theme", name)
+        if problem:
+            self.error(f"Theme {name} set for this session only: {problem}")
+        else:
+            self.transcript.add_notice(f"Theme {name} (remembered).")
 
     def cmd_quit(self, arg: str) -> None:
         self.quit()

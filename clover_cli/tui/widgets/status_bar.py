@@ -4,7 +4,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 
+from rich.text import Text
 from textual.widgets import Static
+
+WARN_AT = 0.80  # the context meter turns amber (the window is filling up) ...
+FULL_AT = 0.95  # ... and red (compaction or a cut is near)
 
 
 def short_model_name(name: str) -> str:
@@ -64,8 +68,19 @@ class StatusInfo:
             out.append(("busy", self.busy))
         return out
 
+    def context_level(self) -> str:
+        """"ok", "warn" (>= 80% of the window used) or "full" (>= 95%); "ok" when unknown."""
+        if not self.context_window or self.context_used is None:
+            return "ok"
+        share = self.context_used / self.context_window
+        return "full" if share >= FULL_AT else "warn" if share >= WARN_AT else "ok"
+
     def text(self, width: int = 0) -> str:
         """The rendered line; with `width`, the least useful fields are dropped until it fits."""
+        return " · ".join(text for _, text in self.fitted(width))
+
+    def fitted(self, width: int = 0) -> list[tuple[str, str]]:
+        """The fields that fit in `width` (all with 0)."""
         fields = self.fields()
         line = " · ".join(text for _, text in fields)
         for key in DROP_ORDER:
@@ -73,7 +88,7 @@ class StatusInfo:
                 break
             fields = [f for f in fields if f[0] != key]
             line = " · ".join(text for _, text in fields)
-        return line
+        return fields
 
 
 class StatusBar(Static):
@@ -90,7 +105,29 @@ class StatusBar(Static):
 
     def _draw(self) -> None:
         width = self.content_region.width if self.is_mounted else 0
-        self.update(self.info.text(width), layout=False)  # always one line
+        self.update(self.rendered(width), layout=False)  # always one line
+
+    def context_style(self) -> str:
+        """The meter's style: the theme's warning colour at 80%, its error colour at 95%."""
+        level = self.info.context_level()
+        if level == "ok" or not self.is_mounted:
+            return ""
+        colours = self.app.get_css_variables()
+        colour = colours.get("warning" if level == "warn" else "error", "yellow" if level == "warn" else "red")
+        return f"bold {colour}"
+
+    def rendered(self, width: int = 0) -> Text:
+        """The line as Rich Text, the context meter coloured by how full the window is."""
+        out = Text()
+        for i, (key, text) in enumerate(self.info.fitted(width)):
+            if i:
+                out.append(" · ")
+            out.append(text, style=self.context_style() if key == "context" else "")
+        return out
 
     def on_resize(self) -> None:
+        self._draw()
+
+    def redraw(self) -> None:
+        """Draw again (after a theme change: the meter's colours come from the theme)."""
         self._draw()

@@ -10,7 +10,11 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Collapsible, Static
 
+from clover_cli.tui.textfilter import visible_controls
+from clover_cli.tui.widgets.messages import plural
+
 MAX_OUTPUT_CHARS = 20_000
+LIVE_LINES = 6  # a running tool shows the last lines of its output as they come
 STATUS_TEXT = {
     "proposed": "…",
     "approval": "awaiting approval",
@@ -82,9 +86,12 @@ class ToolPanel(Vertical):
         self._body = Static("", classes="tool-output")
         self._fold = Collapsible(self._body, title="output", collapsed=True, classes="tool-fold")
         self._fold.display = False  # shown once there is a preview or output
+        self._live = Static("", classes="tool-live", markup=False)
+        self._live.display = False  # the running tool's last lines
 
     def compose(self) -> ComposeResult:
         yield self._header
+        yield self._live
         yield self._fold
 
     def _header_text(self) -> str:
@@ -105,11 +112,12 @@ class ToolPanel(Vertical):
         self._fold.display = True
 
     def add_output(self, text: str) -> None:
-        """Append live output of a running tool (kept to the last MAX_OUTPUT_CHARS)."""
+        """Append live output of a running tool (kept to the last MAX_OUTPUT_CHARS); the last
+        LIVE_LINES lines show under the header while it runs."""
         self.output = (self.output + text)[-MAX_OUTPUT_CHARS:]
-        self._body.update(code_view(self.output, "text"))
-        self._fold.title = "output"
-        self._fold.display = True
+        lines = self.output.rstrip("\n").splitlines()[-LIVE_LINES:]
+        self._live.update(visible_controls("\n".join(lines)))
+        self._live.display = bool(lines)
 
     def finish(self, ok: bool, output: str, details: Mapping[str, Any] | None = None) -> None:
         """Final status and output; failures unfold so the user sees why."""
@@ -119,9 +127,10 @@ class ToolPanel(Vertical):
         self.output = output[-MAX_OUTPUT_CHARS:]
         shown = self.preview if (ok and self.preview and looks_like_diff(self.preview)) else self.output
         lines = len(self.output.splitlines())
+        self._live.display = False
         if shown:
             self._body.update(code_view(shown))
-            self._fold.title = "diff" if shown is self.preview else f"output ({lines} lines)"
+            self._fold.title = "diff" if shown is self.preview else f"output ({lines} {plural(lines, 'line')})"
             self._fold.display = True
         if not ok:
             self._fold.collapsed = False

@@ -8,8 +8,8 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from clover_cli.tui.textfilter import MarkupFilter, visible_controls
-from clover_cli.tui.widgets.messages import (AssistantMessage, NoticeLine, ThinkingBlock,
-                                             UserMessage)
+from clover_cli.tui.widgets.messages import (AssistantMessage, NoticeLine, SummaryEntry,
+                                             ThinkingBlock, UserMessage)
 from clover_cli.tui.widgets.tool_panel import ToolPanel, code_view
 
 
@@ -39,6 +39,11 @@ class Transcript(VerticalScroll):
     def add_notice(self, message: str, level: str = "info") -> NoticeLine:
         """Append a notice line."""
         return self._add(NoticeLine(message, level))
+
+    def add_summary(self, text: str) -> SummaryEntry:
+        """Append a compaction summary (a distinct, folded entry)."""
+        self.end_message()
+        return self._add(SummaryEntry(text))
 
     def add_static(self, renderable: Any, classes: str = "") -> Static:
         """Append any renderable (help table, diff, session list)."""
@@ -115,6 +120,16 @@ class Transcript(VerticalScroll):
         if call_id not in self.panels:
             return self.add_tool(call_id, name, arguments or {})
         return self.panels[call_id]
+
+    def last_answer(self) -> str:
+        """The assistant's text since the user's last prompt (all its messages, in order)."""
+        parts: list[str] = []
+        for child in self.children:
+            if isinstance(child, UserMessage):
+                parts = []
+            elif isinstance(child, AssistantMessage) and child.text.strip():
+                parts.append(child.text.strip("\n"))
+        return "\n\n".join(parts)
 
     def clear(self) -> None:
         """Remove every entry."""

@@ -1,0 +1,129 @@
+"""Loading the model (or reopening a session) in a worker thread: a mixin of ChatScreen.
+
+The screen is usable at once; the progress line shows the elapsed time and how many typed
+messages are queued; the first of them is sent when the model is ready (docs/tui.md, "Startup").
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from textual import work
+from textual.widgets import Label
+
+from clover_cli.agent.attachments import strip_attachments
+from clover_cli.tui.bridge import AgentFailed, AgentReady, context_tokens, error_text, git_branch, open_agent
+from clover_cli.tui.widgets.messages import is_summary, plural
+from clover_cli.tui.widgets.status_bar import short_model_name
+
+
+class ModelLoading:
+    """Mixed into ChatScreen (which provides the widgets, `busy`, `queued` and `send`)."""
+
+    def load(self, resume: str | None, backend: Any = None) -> None:
+        """Start loading the model (or reopening a session) in a worker thread."""
+        self.set_busy("loading")
+        self.query_one("#loading").display = True
+        self.status.set(loading=True)
+        self._load_started = time.monotonic()
+        self._loading_progress()
+        self._load_worker(resume, backend)
+
+    def _loading_progress(self) -> None:
+        """The progress line while the model loads: elapsed time and what waits for it."""
+        if self.busy != "loading":
+            return
+        n = len(self.queued)
+        waiting = f" · {n} queued message{'s' if n != 1 else ''}, sent when ready" if n else " · type away"
+        spin = "◐◓◑◒"[int(time.monotonic() * 2) % 4]
+        self.query_one("#loading-label", Label).update(
+            f"{spin} Loading {short_model_name(self.options.model)}… "
+            f"{time.monotonic() - self._load_started:.0f}s{waiting}")
+
+    @work(thread=True, group="agent", exit_on_error=False)
+    def _load_worker(self, resume: str | None, backend: Any) -> None:
+        try:
+            agent, resumed, note = open_agent(self.options, resume, backend)
+            info = {**agent.backend.info, "context_used": context_tokens(agent)}
+            self.post_message(AgentReady(agent, info, git_branch(self.options.root), resumed, note))
+        except Exception as exc:  # every failure becomes a notice, never a crash
+            self.post_message(AgentFailed(error_text(exc)))
+
+    def on_agent_ready(self, msg: AgentReady) -> None:
+        if self.agent is not None and self.agent is not msg.agent:
+            self._close_agent(self.agent, keep_backend=getattr(msg.agent, "backend", None))
+        first = self.agent is None
+        self.agent = msg.agent
+        self.options_before_switch = None
+        info = msg.info
+        self.query_one("#loading").display = False
+        in_process = not str(self.options.model).startswith(("replay:", "openai:"))
+        self.status.set(model=info.get("name", self.options.model), loading=False,
+                        block_size=info.get("block_size") if in_process else None, threshold=info.get("threshold"),
+                        context_window=info.get("context_window"), branch=msg.branch,
+                        context_used=info.get("context_used"),
+                        approval=getattr(getattr(msg.agent, "config", None), "approval", self.options.approval))
+        self.set_busy("")
+        if msg.resumed:
+            self.show_history(getattr(msg.agent, "messages", []))
+            self.transcript.add_notice(f"Resumed session {msg.agent.session_id}")
+        elif first and self.options.resume:
+            self.welcome()  # a new session after all (--continue found none)
+        if msg.note:
+            self.transcript.add_notice(msg.note, "warning")
+        self.send_next_queued()
+
+    def on_agent_failed(self, msg: AgentFailed) -> None:
+        self.query_one("#loading").display = False
+        self.status.set(loading=False)
+        if self.agent is not None:  # a failed switch keeps the model that was loaded
+            self.options = self.options_before_switch or self.options
+            self.status.set(model=self.agent.backend.info.get("name", ""))
+        self.options_before_switch = None
+        self.set_busy("")
+        self.drop_queued("the model did not load")
+        self.error(msg.message)
+
+    def welcome(self) -> None:
+        """The first line of a new session (shown at once, before the model is ready)."""
+        self.transcript.add_notice(f"Clover in {self.options.root.name or self.options.root}. "
+                                   "Type a request (Enter sends); /help lists commands.")
+
+    def send_next_queued(self) -> None:
+        """Send the oldest message typed while loading (the rest follow, one turn after another)."""
+        if self.queued and not self.busy and self.agent is not None:
+            text, shown = self.queued.pop(0)
+            shown.set_queued(False)
+            self.send(text, show=False)  # shown when it was typed
+
+    def drop_queued(self, why: str) -> None:
+        """Forget the queued messages, marking each as not sent."""
+        for _, shown in self.queued:
+            shown.set_queued(False, f"not sent: {why}")
+        self.queued.clear()
+
+    @staticmethod
+    def _close_agent(agent: Any, keep_backend: Any = None) -> None:
+        backend = getattr(agent, "backend", None)
+        if backend is not None and backend is not keep_backend:
+            try:
+                backend.close()
+            except Exception:
+                pass
+
+    def show_history(self, messages: list[dict]) -> None:
+        """Render a resumed conversation (user prompts and assistant answers)."""
+        t = self.transcript
+        for m in messages:
+            role, content = m.get("role"), m.get("content") or ""
+            if role == "user" and is_summary(m):
+                t.add_summary(content)
+            elif role == "user":
+                t.add_user(strip_attachments(content))
+            elif role == "assistant" and content.strip():
+                t.stream(content)
+                t.end_message()
+            elif role == "tool":
+                n = len(content.splitlines())
+                t.add_notice(f"tool result ({m.get('name', 'tool')}, {n} {plural(n, 'line')})")
+
