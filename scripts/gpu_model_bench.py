@@ -22,7 +22,7 @@ def bench_model(dry_run: bool, reps: int) -> dict:
     from clover_cli.engine.engine import Engine
     from clover_cli.engine.loader import load_model
     from clover_cli.engine.runtime import block_causal_mask, crop_attention, make_cache
-    from clover_cli.engine.tiny import build_from_config
+    from clover_cli.training.tiny import build_from_config
 
     raw = json.loads(CONFIG.read_text())
     device = "cpu" if dry_run else "cuda"

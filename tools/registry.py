@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from .argcheck import argument_error, path_error, scrub
 from .base import ToolResult
+from .paths import PathError
 
 # name -> {argument: (json type, required)}; descriptions live in prompts/tools/<name>.txt
 PARAMETERS: dict[str, dict[str, tuple[str, bool]]] = {
@@ -161,7 +162,12 @@ def _coerce_number(typ: str, value: Any, bad: ToolArgumentError) -> int | float:
 
 
 def validate_args(name: str, args: Any) -> None:
-    """Raise ToolArgumentError when `name` is unknown or `args` do not fit its schema."""
+    """Raise ToolArgumentError when `name` is unknown or `args` do not fit its schema. An
+    external (MCP) tool's arguments are its server's to check; here they must be a JSON object."""
+    if name in EXTERNAL and name not in PARAMETERS:
+        if args is not None and not isinstance(args, dict):
+            raise ToolArgumentError(f"{name}: arguments must be a JSON object, got {type(args).__name__}")
+        return
     _coerce(name, args)
 
 
@@ -223,6 +229,8 @@ def _run(name: str, kwargs: dict, root: Path, on_output, timeout, cancel) -> Too
         kwargs["cancel"] = cancel
     try:
         return _dispatch(name)(root, **kwargs)
+    except PathError as exc:  # a path refused mid-call (e.g. a directory swapped for a symlink)
+        return ToolResult(False, str(exc), {"error": "path"})
     except Exception as exc:  # a bug or an OS error: report it to the model, do not crash the turn
         text = f"{name} failed unexpectedly: {type(exc).__name__}: {exc}"
         return ToolResult(False, text if len(text) <= 500 else text[:500] + " ...", {"error": "internal"})

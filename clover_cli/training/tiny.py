@@ -127,7 +127,7 @@ def build_from_config(raw: dict, directory: str | Path, *, dtype: str = "float32
     fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(str(directory))
     hf_type = {"sdar": "qwen3", "Fast_dLLM_Qwen": "qwen2"}.get(cfg["model_type"], cfg["model_type"])
-    from .config_hygiene import clean_config
+    from clover_cli.engine.config_hygiene import clean_config
 
     torch.manual_seed(seed)
     with torch.device("cpu"):
