@@ -16,8 +16,9 @@ from clover_cli.agent.approvals import ApprovalPolicy
 from clover_cli.agent.backends.base import BackendError, Completion, ModelBackend
 from clover_cli.agent.backends.recoverable import RecoverableError
 from clover_cli.agent.changes import ChangeTracker
-from clover_cli.agent.config import APPROVAL_MODES, AgentConfig
+from clover_cli.agent.config import AgentConfig
 from clover_cli.agent.context import compacted, elide_tool_outputs, truncate_output
+from clover_cli.agent.controls import AgentControls
 from clover_cli.agent.events import (AgentError, AgentEvent, BlockText, DenoiseProgress, Notice,
                                      ToolCallProposed, ToolFinished, TurnFinished, TurnStarted)
 from clover_cli.agent.instructions import system_prompt
@@ -30,8 +31,9 @@ from clover_cli.agent.toolexec import CallContext, execute_call
 from clover_cli.tools.base import ToolResult
 
 
-class Agent:
-    """One conversation with one model over one repository."""
+class Agent(AgentControls):
+    """One conversation with one model over one repository (front ends see it as
+    interface.AgentSession; its control members are in controls.py)."""
 
     def __init__(self, backend: ModelBackend, config: AgentConfig) -> None:
         from clover_cli.tools import registry
@@ -86,50 +88,6 @@ class Agent:
     def system_prompt(self) -> str:
         """The system prompt: prompts/agent_system.md, AGENTS.md files, extra instructions."""
         return system_prompt(self.root, self.config.extra_instructions)
-
-    # -- public state -----------------------------------------------------------------------------
-    @property
-    def session_path(self) -> Path:
-        return self._log.path
-
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        """A copy of the conversation (OpenAI-style message dicts)."""
-        return [dict(m) for m in self._messages]
-
-    @property
-    def changed_files(self) -> list[str]:
-        """Repo-relative paths the agent's edits changed this session."""
-        return self._changes.changed_files()
-
-    def diff(self) -> str:
-        """Unified diff of everything the agent's edits changed this session."""
-        return self._changes.diff()
-
-    def cancel(self) -> None:
-        """Stops the running turn between engine steps (thread-safe)."""
-        self._cancel.set()
-
-    def set_approval(self, mode: str) -> None:
-        if mode not in APPROVAL_MODES:
-            raise ValueError(f"approval must be one of {', '.join(APPROVAL_MODES)}")
-        self.config.approval = mode
-        self.policy.mode = mode
-        self._log.append({"type": "approval_mode", "mode": mode})
-
-    def clear(self) -> None:
-        """Forgets the conversation (the session file keeps the history)."""
-        self._messages = self._messages[:1]
-        self._task = ""
-        self._log.append({"type": "reset", "messages": self._messages})
-
-    def undo(self) -> ToolResult:
-        """Restores the files of the agent's last edit from its checkpoint."""
-        from clover_cli.tools.checkpoints import CheckpointStore
-
-        result = CheckpointStore(self.root).undo()
-        self._log.append({"type": "undo", "ok": result.ok, "output": result.output})
-        return result
 
     # -- conversation -----------------------------------------------------------------------------
     def _add(self, message: dict[str, Any]) -> None:
