@@ -159,7 +159,7 @@ class Agent(AgentControls):
                 recoveries += 1
                 if recoveries <= 2:
                     yield Notice(str(e))
-                    yield from (self.compact() if e.compact else ())
+                    yield from (self._compact() if e.compact else ())
                     for role, text in (("assistant", e.partial_text), ("user", e.feedback)):
                         if text:
                             self._add({"role": role, "content": text})
@@ -288,7 +288,7 @@ class Agent(AgentControls):
             yield Notice(f"Elided {n} old tool output(s) to fit the context window.")
             if self.backend.count_tokens(self._messages, self.tools) <= budget:
                 return
-        yield from self.compact()
+        yield from self._compact()
         if self.backend.count_tokens(self._messages, self.tools) > budget:
             yield from self._squeeze(budget)
 
@@ -306,7 +306,18 @@ class Agent(AgentControls):
 
     def compact(self) -> Iterator[AgentEvent]:
         """Has the model summarise the older conversation; keeps the system prompt, the task and
-        the latest state. Yields Notices (and an AgentError if the model fails)."""
+        the latest state. Yields Notices (and an AgentError if the model fails). A front end's
+        /compact: a step of its own, like a turn (one at a time; an earlier cancel is forgotten,
+        a cancel during it leaves the conversation unchanged)."""
+        if not self._lock.acquire(blocking=False):
+            raise RuntimeError("a turn is already running")
+        try:
+            self._cancel.clear()
+            yield from self._compact()
+        finally:
+            self._lock.release()
+
+    def _compact(self) -> Iterator[AgentEvent]:
         from clover_cli.agent.context import tail_start
 
         body = self._messages[1:]
@@ -327,6 +338,9 @@ class Agent(AgentControls):
                     summary = parse_tool_calls(item.text).text
         except Exception as e:  # the conversation stays as it was
             yield AgentError(f"compaction failed: {e}")
+            return
+        if self._cancel.is_set():  # a cut-off summary must not replace the conversation
+            yield Notice("Compaction cancelled; the conversation is unchanged.")
             return
         before = len(self._messages)
         self._messages = compacted(self._messages, summary, self._task)
