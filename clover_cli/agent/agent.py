@@ -8,7 +8,6 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -19,8 +18,8 @@ from clover_cli.agent.changes import ChangeTracker
 from clover_cli.agent.config import AgentConfig
 from clover_cli.agent.context import compacted, elide_tool_outputs, truncate_output
 from clover_cli.agent.controls import AgentControls
-from clover_cli.agent.events import (AgentError, AgentEvent, BlockText, DenoiseProgress, Notice,
-                                     ToolCallProposed, ToolFinished, TurnFinished, TurnStarted)
+from clover_cli.agent.events import (AgentError, AgentEvent, Notice, ToolCallProposed, ToolFinished,
+                                     TurnFinished, TurnStarted)
 from clover_cli.agent.instructions import system_prompt
 from clover_cli.agent.jsonsafe import JSONLimitError, loads as json_loads, scrub
 from clover_cli.agent.parsing import FormatError, ParsedCall, parse_tool_calls
