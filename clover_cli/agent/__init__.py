@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from clover_cli.agent.config import APPROVAL_MODES, AgentConfig
+from clover_cli.agent.interface import AgentSession
 
 
 def __getattr__(name: str):
@@ -12,4 +13,4 @@ def __getattr__(name: str):
     raise AttributeError(name)
 
 
-__all__ = ["Agent", "AgentConfig", "APPROVAL_MODES"]
+__all__ = ["Agent", "AgentConfig", "AgentSession", "APPROVAL_MODES"]

@@ -8,7 +8,6 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -16,10 +15,11 @@ from clover_cli.agent.approvals import ApprovalPolicy
 from clover_cli.agent.backends.base import BackendError, Completion, ModelBackend
 from clover_cli.agent.backends.recoverable import RecoverableError
 from clover_cli.agent.changes import ChangeTracker
-from clover_cli.agent.config import APPROVAL_MODES, AgentConfig
+from clover_cli.agent.config import AgentConfig
 from clover_cli.agent.context import compacted, elide_tool_outputs, truncate_output
-from clover_cli.agent.events import (AgentError, AgentEvent, BlockText, DenoiseProgress, Notice,
-                                     ToolCallProposed, ToolFinished, TurnFinished, TurnStarted)
+from clover_cli.agent.controls import AgentControls
+from clover_cli.agent.events import (AgentError, AgentEvent, Notice, ToolCallProposed, ToolFinished,
+                                     TurnFinished, TurnStarted)
 from clover_cli.agent.instructions import system_prompt
 from clover_cli.agent.jsonsafe import JSONLimitError, loads as json_loads, scrub
 from clover_cli.agent.parsing import FormatError, ParsedCall, parse_tool_calls
@@ -30,8 +30,9 @@ from clover_cli.agent.toolexec import CallContext, execute_call
 from clover_cli.tools.base import ToolResult
 
 
-class Agent:
-    """One conversation with one model over one repository."""
+class Agent(AgentControls):
+    """One conversation with one model over one repository (front ends see it as
+    interface.AgentSession; its control members are in controls.py)."""
 
     def __init__(self, backend: ModelBackend, config: AgentConfig) -> None:
         from clover_cli.tools import registry
@@ -86,50 +87,6 @@ class Agent:
     def system_prompt(self) -> str:
         """The system prompt: prompts/agent_system.md, AGENTS.md files, extra instructions."""
         return system_prompt(self.root, self.config.extra_instructions)
-
-    # -- public state -----------------------------------------------------------------------------
-    @property
-    def session_path(self) -> Path:
-        return self._log.path
-
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        """A copy of the conversation (OpenAI-style message dicts)."""
-        return [dict(m) for m in self._messages]
-
-    @property
-    def changed_files(self) -> list[str]:
-        """Repo-relative paths the agent's edits changed this session."""
-        return self._changes.changed_files()
-
-    def diff(self) -> str:
-        """Unified diff of everything the agent's edits changed this session."""
-        return self._changes.diff()
-
-    def cancel(self) -> None:
-        """Stops the running turn between engine steps (thread-safe)."""
-        self._cancel.set()
-
-    def set_approval(self, mode: str) -> None:
-        if mode not in APPROVAL_MODES:
-            raise ValueError(f"approval must be one of {', '.join(APPROVAL_MODES)}")
-        self.config.approval = mode
-        self.policy.mode = mode
-        self._log.append({"type": "approval_mode", "mode": mode})
-
-    def clear(self) -> None:
-        """Forgets the conversation (the session file keeps the history)."""
-        self._messages = self._messages[:1]
-        self._task = ""
-        self._log.append({"type": "reset", "messages": self._messages})
-
-    def undo(self) -> ToolResult:
-        """Restores the files of the agent's last edit from its checkpoint."""
-        from clover_cli.tools.checkpoints import CheckpointStore
-
-        result = CheckpointStore(self.root).undo()
-        self._log.append({"type": "undo", "ok": result.ok, "output": result.output})
-        return result
 
     # -- conversation -----------------------------------------------------------------------------
     def _add(self, message: dict[str, Any]) -> None:
@@ -201,7 +158,7 @@ class Agent:
                 recoveries += 1
                 if recoveries <= 2:
                     yield Notice(str(e))
-                    yield from (self.compact() if e.compact else ())
+                    yield from (self._compact() if e.compact else ())
                     for role, text in (("assistant", e.partial_text), ("user", e.feedback)):
                         if text:
                             self._add({"role": role, "content": text})
@@ -330,7 +287,7 @@ class Agent:
             yield Notice(f"Elided {n} old tool output(s) to fit the context window.")
             if self.backend.count_tokens(self._messages, self.tools) <= budget:
                 return
-        yield from self.compact()
+        yield from self._compact()
         if self.backend.count_tokens(self._messages, self.tools) > budget:
             yield from self._squeeze(budget)
 
@@ -348,7 +305,18 @@ class Agent:
 
     def compact(self) -> Iterator[AgentEvent]:
         """Has the model summarise the older conversation; keeps the system prompt, the task and
-        the latest state. Yields Notices (and an AgentError if the model fails)."""
+        the latest state. Yields Notices (and an AgentError if the model fails). A front end's
+        /compact: a step of its own, like a turn (one at a time; an earlier cancel is forgotten,
+        a cancel during it leaves the conversation unchanged)."""
+        if not self._lock.acquire(blocking=False):
+            raise RuntimeError("a turn is already running")
+        try:
+            self._cancel.clear()
+            yield from self._compact()
+        finally:
+            self._lock.release()
+
+    def _compact(self) -> Iterator[AgentEvent]:
         from clover_cli.agent.context import tail_start
 
         body = self._messages[1:]
@@ -369,6 +337,9 @@ class Agent:
                     summary = parse_tool_calls(item.text).text
         except Exception as e:  # the conversation stays as it was
             yield AgentError(f"compaction failed: {e}")
+            return
+        if self._cancel.is_set():  # a cut-off summary must not replace the conversation
+            yield Notice("Compaction cancelled; the conversation is unchanged.")
             return
         before = len(self._messages)
         self._messages = compacted(self._messages, summary, self._task)

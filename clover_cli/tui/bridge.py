@@ -1,7 +1,9 @@
 """The seam between the UI thread and the agent: messages posted from worker threads.
 
-Worker threads (Textual `@work(thread=True)`) call the agent and post these messages; the UI thread
-only renders them. Nothing here touches widgets.
+Worker threads (the turn driver, clover_cli/agent/driver.py, and Textual `@work(thread=True)`
+workers) call the agent and post these messages; the UI thread only renders them. The agent is
+seen only through `AgentSession` (clover_cli/agent/interface.py; docs/design.md, Boundaries).
+Nothing here touches widgets.
 """
 from __future__ import annotations
 
@@ -11,6 +13,10 @@ from typing import Any
 
 from textual.message import Message
 
+from clover_cli.agent.config import DEFAULT_APPROVAL, DEFAULT_THRESHOLD
+from clover_cli.agent.events import AgentEvent
+from clover_cli.agent.interface import AgentSession
+
 
 @dataclass(frozen=True)
 class SessionOptions:
@@ -18,8 +24,8 @@ class SessionOptions:
 
     model: str
     root: Path
-    approval: str = "ask"
-    threshold: float = 0.95
+    approval: str = DEFAULT_APPROVAL
+    threshold: float = DEFAULT_THRESHOLD
     resume: str | None = None  # "last" or a session id
     backend_options: dict = field(default_factory=dict)  # extra make_backend options (tests: delay)
 
@@ -27,7 +33,7 @@ class SessionOptions:
 class AgentEventMessage(Message):
     """One agent event, posted from the worker thread."""
 
-    def __init__(self, event: Any) -> None:
+    def __init__(self, event: AgentEvent) -> None:
         super().__init__()
         self.event = event
 
@@ -35,7 +41,7 @@ class AgentEventMessage(Message):
 class AgentReady(Message):
     """The model is loaded and the agent exists."""
 
-    def __init__(self, agent: Any, info: dict, branch: str | None, resumed: bool, note: str = "") -> None:
+    def __init__(self, agent: AgentSession, info: dict, branch: str | None, resumed: bool, note: str = "") -> None:
         super().__init__()
         self.note = note
         self.agent = agent
@@ -72,18 +78,20 @@ def error_text(exc: BaseException) -> str:
 
 
 def open_agent(opts: SessionOptions, resume: str | None = None,
-               backend: Any = None) -> tuple[Any, bool, str]:
-    """Load the backend (unless given) and create or resume the agent. Runs in a worker thread.
+               reuse: AgentSession | None = None) -> tuple[AgentSession, bool, str]:
+    """Load the model and create or resume the agent. Runs in a worker thread.
 
-    Returns (agent, resumed, note). `--continue` with no saved session starts a new one and says
-    so in `note`; a named session that does not exist is an error.
+    Returns (agent, resumed, note). With `reuse`, the session `resume` is reopened on reuse's
+    loaded model (/sessions ID). `--continue` with no saved session starts a new one and says so
+    in `note`; a named session that does not exist is an error.
     """
     from clover_cli.agent import Agent, AgentConfig
     from clover_cli.agent.backends import make_backend
     from clover_cli.agent.session import SessionError
 
-    if backend is None:
-        backend = make_backend(opts.model, threshold=opts.threshold, **opts.backend_options)
+    if reuse is not None and resume:
+        return reuse.reopen(resume), True, ""
+    backend = make_backend(opts.model, threshold=opts.threshold, **opts.backend_options)
     cfg = AgentConfig(root=opts.root, approval=opts.approval)
     if resume:
         try:
@@ -93,23 +101,3 @@ def open_agent(opts: SessionOptions, resume: str | None = None,
                 raise
             return Agent(backend, cfg), False, f"{exc}; started a new session."
     return Agent(backend, cfg), False, ""
-
-
-def git_branch(root: Path) -> str | None:
-    """The current git branch of `root`, or None (not a repository, tools not installed)."""
-    try:
-        from clover_cli.tools.gitutil import current_branch
-    except ImportError:
-        return None
-    try:
-        return current_branch(root) or None
-    except Exception:  # a broken repository must not stop the session
-        return None
-
-
-def context_tokens(agent: Any) -> int | None:
-    """How many tokens the conversation takes now (the backend's count). Runs in a worker thread."""
-    try:
-        return int(agent.backend.count_tokens(agent.messages, agent.tools))
-    except Exception:  # a count is nice to have; never fail a turn over it
-        return None

@@ -1,6 +1,6 @@
 """Fuzzy matching of repository paths for the `@` file picker (no UI here).
 
-The candidate list is the tools' own view of the repository (`tools.files.repo_files`: in git,
+The candidate list is the tools' own view of the repository (`agent.interface.repo_files`: in git,
 `git ls-files` plus untracked files that are not ignored; outside git a walk that honours the
 root .gitignore). A query matches a path when its characters appear in order; the score favours
 matches in the file name, at the start of a path segment and in runs, the idea popularised by
@@ -72,10 +72,7 @@ class FileIndex:
 
     def files(self) -> list[str]:
         if time.monotonic() - self._read_at > self.max_age:
-            try:
-                from clover_cli.tools.files import repo_files
-                self._files = repo_files(self.root)
-            except Exception:  # a broken repository: no suggestions, never a crash
-                self._files = []
+            from clover_cli.agent.interface import repo_files  # [] for a broken repository
+            self._files = repo_files(self.root)
             self._read_at = time.monotonic()
         return self._files

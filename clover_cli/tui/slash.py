@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from clover_cli.agent.config import check_threshold
+
 # name -> (usage, one-line help); order is the order /help shows.
 COMMANDS: dict[str, tuple[str, str]] = {
     "help": ("/help", "List the commands and key bindings."),
@@ -80,11 +82,14 @@ def complete(prefix: str) -> list[str]:
 
 
 def parse_threshold(arg: str) -> float:
-    """Validate the /threshold argument."""
+    """The /threshold argument as a float; SlashError (the engine's one check's message) if it
+    is not a number in (0, 1]."""
     try:
-        value = float(arg)
+        value: float = int(arg) if arg.strip().isdigit() else float(arg)  # "2" is shown as typed
     except ValueError:
         raise SlashError("Usage: /threshold X with 0 < X <= 1, e.g. /threshold 0.9") from None
-    if not 0.0 < value <= 1.0:
-        raise SlashError(f"Threshold must be in (0, 1], got {arg}")
-    return value
+    try:
+        return check_threshold(value)  # the one (0, 1] check (docs/design.md, Habits)
+    except ValueError as exc:
+        message = str(exc)
+        raise SlashError(message[:1].upper() + message[1:]) from None

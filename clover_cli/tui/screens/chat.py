@@ -6,7 +6,6 @@ import os
 import time
 from typing import Any
 
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -15,9 +14,11 @@ from textual.widgets import Label, Static, TextArea
 
 from clover_cli.agent import events as ev
 from clover_cli.agent.attachments import attach_mentions
+from clover_cli.agent.driver import TurnDriver
 from clover_cli.agent.history import PromptHistory
+from clover_cli.agent.interface import AgentSession
 from clover_cli.tui import slash
-from clover_cli.tui.bridge import AgentEventMessage, SessionOptions, TaskDone, context_tokens, error_text
+from clover_cli.tui.bridge import AgentEventMessage, SessionOptions, TaskDone, error_text
 from clover_cli.tui.screens.approval import ApprovalDialog
 from clover_cli.tui.screens.commands import SlashCommands
 from clover_cli.tui.screens.focus import FocusKeeper
@@ -46,7 +47,8 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
     def __init__(self, options: SessionOptions) -> None:
         super().__init__(id="chat")
         self.options = options
-        self.agent: Any = None
+        self.agent: AgentSession | None = None
+        self.driver: TurnDriver | None = None  # the running turn or compaction (its worker thread)
         self.busy = ""  # "", "loading", "generating", "compacting", "working"
         self.queued: list[tuple[str, Any]] = []  # (prompt, its UserMessage) typed while loading
         self._load_started = 0.0
@@ -159,17 +161,20 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
             self.transcript.add_notice("Attached " + ", ".join(attached) + ".")
         self.set_busy("generating")
         self._turn_clock = (time.perf_counter(), time.thread_time(), time.process_time())
-        self.stream_events(lambda: self.agent.run_turn(full))
+        self.drive(full)
 
-    @work(thread=True, group="agent", exit_on_error=False)
-    def stream_events(self, start) -> None:
-        """Run an agent generator (turn or compaction) and post each event to the UI."""
-        try:
-            for event in start():
-                self.post_message(AgentEventMessage(event))
-        except Exception as exc:
-            self.post_message(AgentEventMessage(ev.AgentError(error_text(exc))))
-        self.post_message(TaskDone("stream", context_tokens(self.agent)))
+    def drive(self, text: str | None = None, *, source=None) -> None:
+        """Run a turn with `text` (or the agent generator `source()`: compaction) on the turn
+        driver's worker thread (clover_cli/agent/driver.py, shared with `clover run`): each event
+        is posted to the UI thread, then TaskDone("stream") with the context size. Approvals are
+        answered by the dialog through the request's future; Esc / Ctrl+C call its cancel()."""
+        agent = self.agent
+        self.driver = TurnDriver(agent, on_event=lambda e: self.post_message(AgentEventMessage(e)),
+                                 on_end=lambda _: self.post_message(TaskDone("stream", agent.context_tokens())))
+        if source is not None:
+            self.driver.start(source=source)
+        else:
+            self.driver.start(text)
 
     def set_busy(self, busy: str) -> None:
         """Record what is running and show it in the status bar."""
@@ -186,7 +191,7 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
         except Exception as exc:  # a rendering bug must not take the session down
             self.error(f"display error: {error_text(exc)}")
 
-    def handle_event(self, e: Any) -> None:
+    def handle_event(self, e: ev.AgentEvent) -> None:
         """Route one agent event to the widget that shows it."""
         t = self.transcript
         if isinstance(e, ev.BlockText):
@@ -315,7 +320,7 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
             self.drop_queued("interrupted")
         if self.busy in ("generating", "compacting") and self.agent is not None:
             self.interrupted_at, self.stopped_at = time.perf_counter(), None
-            self.agent.cancel()
+            self._cancel_running()
             self.status.set(busy="interrupting")
             self.set_hint(f"Interrupting…{again}", QUIT_WINDOW_SECONDS)
         elif quit_on_second:
@@ -323,7 +328,7 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
 
     def show_summary(self) -> None:
         """After a compaction: the summary the model wrote, as its own folded "summary" entry."""
-        for m in getattr(self.agent, "messages", []):
+        for m in self.agent.messages if self.agent is not None else []:
             if m.get("role") == "user" and is_summary(m):
                 self.transcript.add_summary(m.get("content") or "")
                 return
@@ -333,6 +338,14 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
         if self.approval is not None and not self.approval[0].future.done():
             self.approval[0].future.set_result(ev.ApprovalAnswer("no", "The user quit."))
         if self.agent is not None and self.busy:
+            self._cancel_running()
+
+    def _cancel_running(self) -> None:
+        """The driver's cancel when a turn or compaction runs (it also answers a pending
+        approval "no" and ends a turn that does not stop in time); else the agent's own."""
+        if self.driver is not None and self.driver.running:
+            self.driver.cancel()
+        elif self.agent is not None:
             self.agent.cancel()
 
     def on_unmount(self) -> None:
@@ -344,6 +357,5 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
         agent = self.agent
         info = None
         if agent is not None:
-            info = {"session_id": getattr(agent, "session_id", None),
-                    "session_path": str(getattr(agent, "session_path", "") or "")}
+            info = {"session_id": agent.session_id, "session_path": str(agent.session_path or "")}
         self.app.exit(info)

@@ -8,10 +8,10 @@ from typing import Any, Callable
 from rich.table import Table
 from textual import work
 
+from clover_cli.agent.config import APPROVAL_MODES
 from clover_cli.tui import slash
 from clover_cli.tui.bridge import TaskDone, error_text
 
-APPROVALS = ("ask", "auto-edit", "yolo", "read-only")
 BUSY_OK = ("help", "denoise", "quit", "threshold", "approval", "copy", "theme")  # commands allowed while generating
 
 
@@ -96,7 +96,7 @@ class SlashCommands:
 
     def cmd_compact(self, arg: str) -> None:
         self.set_busy("compacting")
-        self.stream_events(self.agent.compact)
+        self.drive(source=self.agent.compact)
 
     def cmd_model(self, arg: str) -> None:
         """Show the model, or load another one keeping the conversation."""
@@ -108,15 +108,15 @@ class SlashCommands:
             return
         self.options_before_switch = self.options
         self.options = _replace(self.options, model=arg)
-        resume = getattr(self.agent, "session_id", None) if self.agent is not None else None
+        resume = self.agent.session_id if self.agent is not None else None
         self.query_one("#loading-label").update(f"Loading {arg}…")
         self.load(resume)
 
     def cmd_threshold(self, arg: str) -> None:
         value = slash.parse_threshold(arg)
-        self.options = _replace(self.options, threshold=value)
         if self.agent is not None:
-            self.agent.backend.threshold = value
+            value = self.agent.set_threshold(value)
+        self.options = _replace(self.options, threshold=value)
         self.status.set(threshold=value)
         self.transcript.add_notice(f"Threshold set to {value:g} (applies from the next block).")
 
@@ -135,8 +135,8 @@ class SlashCommands:
 
     def cmd_approval(self, arg: str) -> None:
         mode = arg.strip().lower()
-        if mode not in APPROVALS:
-            raise slash.SlashError(f"Usage: /approval MODE with MODE one of {', '.join(APPROVALS)}")
+        if mode not in APPROVAL_MODES:
+            raise slash.SlashError(f"Usage: /approval MODE with MODE one of {', '.join(APPROVAL_MODES)}")
         self.agent.set_approval(mode)
         self.options = _replace(self.options, approval=mode)
         self.status.set(approval=mode)
@@ -146,7 +146,7 @@ class SlashCommands:
         """List saved sessions, or resume one by id."""
         if arg:
             self.transcript.clear()
-            self.load(arg, backend=getattr(self.agent, "backend", None))
+            self.load(arg, reuse=self.agent)
             return
         from clover_cli.agent.session import sessions_dir
 
@@ -159,7 +159,7 @@ class SlashCommands:
         table.add_column("session")
         table.add_column("last written")
         table.add_column("first prompt")
-        current = getattr(self.agent, "session_id", None)
+        current = self.agent.session_id
         for path in files:
             mark = " *" if path.stem == current else ""
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime))
@@ -180,8 +180,8 @@ class SlashCommands:
         n = text.count("\n") + (0 if text.endswith("\n") else 1)
         fallback = ""
         try:
-            from clover_cli.tools.statedir import repo_state_dir
-            path = repo_state_dir(self.options.root) / "copied.txt"
+            from clover_cli.agent.interface import state_file
+            path = state_file(self.options.root, "copied.txt")
             path.write_text(text, encoding="utf-8")
             fallback = f" If your terminal ignores OSC 52, the text is also in {path}"
         except OSError:

@@ -6,13 +6,13 @@ messages are queued; the first of them is sent when the model is ready (docs/tui
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from textual import work
 from textual.widgets import Label
 
 from clover_cli.agent.attachments import strip_attachments
-from clover_cli.tui.bridge import AgentFailed, AgentReady, context_tokens, error_text, git_branch, open_agent
+from clover_cli.agent.interface import AgentSession
+from clover_cli.tui.bridge import AgentFailed, AgentReady, error_text, open_agent
 from clover_cli.tui.widgets.messages import is_summary, plural
 from clover_cli.tui.widgets.status_bar import short_model_name
 
@@ -20,14 +20,14 @@ from clover_cli.tui.widgets.status_bar import short_model_name
 class ModelLoading:
     """Mixed into ChatScreen (which provides the widgets, `busy`, `queued` and `send`)."""
 
-    def load(self, resume: str | None, backend: Any = None) -> None:
-        """Start loading the model (or reopening a session) in a worker thread."""
+    def load(self, resume: str | None, reuse: AgentSession | None = None) -> None:
+        """Start loading the model (or reopening a session on `reuse`'s model) in a worker thread."""
         self.set_busy("loading")
         self.query_one("#loading").display = True
         self.status.set(loading=True)
         self._load_started = time.monotonic()
         self._loading_progress()
-        self._load_worker(resume, backend)
+        self._load_worker(resume, reuse)
 
     def _loading_progress(self) -> None:
         """The progress line while the model loads: elapsed time and what waits for it."""
@@ -41,17 +41,17 @@ class ModelLoading:
             f"{time.monotonic() - self._load_started:.0f}s{waiting}")
 
     @work(thread=True, group="agent", exit_on_error=False)
-    def _load_worker(self, resume: str | None, backend: Any) -> None:
+    def _load_worker(self, resume: str | None, reuse: AgentSession | None) -> None:
         try:
-            agent, resumed, note = open_agent(self.options, resume, backend)
-            info = {**agent.backend.info, "context_used": context_tokens(agent)}
-            self.post_message(AgentReady(agent, info, git_branch(self.options.root), resumed, note))
+            agent, resumed, note = open_agent(self.options, resume, reuse)
+            info = {**agent.model_info(), "context_used": agent.context_tokens()}
+            self.post_message(AgentReady(agent, info, agent.repo_branch(), resumed, note))
         except Exception as exc:  # every failure becomes a notice, never a crash
             self.post_message(AgentFailed(error_text(exc)))
 
     def on_agent_ready(self, msg: AgentReady) -> None:
         if self.agent is not None and self.agent is not msg.agent:
-            self._close_agent(self.agent, keep_backend=getattr(msg.agent, "backend", None))
+            self.agent.close(successor=msg.agent)  # the model stays loaded when both share it
         first = self.agent is None
         self.agent = msg.agent
         self.options_before_switch = None
@@ -62,10 +62,10 @@ class ModelLoading:
                         block_size=info.get("block_size") if in_process else None, threshold=info.get("threshold"),
                         context_window=info.get("context_window"), branch=msg.branch,
                         context_used=info.get("context_used"),
-                        approval=getattr(getattr(msg.agent, "config", None), "approval", self.options.approval))
+                        approval=msg.agent.approval)
         self.set_busy("")
         if msg.resumed:
-            self.show_history(getattr(msg.agent, "messages", []))
+            self.show_history(msg.agent.messages)
             self.transcript.add_notice(f"Resumed session {msg.agent.session_id}")
         elif first and self.options.resume:
             self.welcome()  # a new session after all (--continue found none)
@@ -78,7 +78,7 @@ class ModelLoading:
         self.status.set(loading=False)
         if self.agent is not None:  # a failed switch keeps the model that was loaded
             self.options = self.options_before_switch or self.options
-            self.status.set(model=self.agent.backend.info.get("name", ""))
+            self.status.set(model=self.agent.model_info().get("name", ""))
         self.options_before_switch = None
         self.set_busy("")
         self.drop_queued("the model did not load")
@@ -101,15 +101,6 @@ class ModelLoading:
         for _, shown in self.queued:
             shown.set_queued(False, f"not sent: {why}")
         self.queued.clear()
-
-    @staticmethod
-    def _close_agent(agent: Any, keep_backend: Any = None) -> None:
-        backend = getattr(agent, "backend", None)
-        if backend is not None and backend is not keep_backend:
-            try:
-                backend.close()
-            except Exception:
-                pass
 
     def show_history(self, messages: list[dict]) -> None:
         """Render a resumed conversation (user prompts and assistant answers)."""

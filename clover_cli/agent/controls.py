@@ -1,0 +1,114 @@
+"""The agent's control members (a mixin of `Agent`, agent.py): everything a front end calls
+besides the turn itself, as listed by `AgentSession` (interface.py).
+
+These are small and run on the caller's thread; the ones that touch the model (the threshold,
+the token count) go through the backend here, so a front end never holds the backend
+(docs/design.md, Boundaries: tui -> agent only).
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from clover_cli.agent.config import APPROVAL_MODES, check_threshold
+from clover_cli.tools.base import ToolResult
+
+
+class AgentControls:
+    """Mixed into Agent, which provides backend, config, policy, root, tools, and _log, _messages,
+    _changes, _cancel, _task."""
+
+    # -- public state -----------------------------------------------------------------------------
+    @property
+    def session_path(self) -> Path:
+        return self._log.path
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """A copy of the conversation (OpenAI-style message dicts)."""
+        return [dict(m) for m in self._messages]
+
+    @property
+    def changed_files(self) -> list[str]:
+        """Repo-relative paths the agent's edits changed this session."""
+        return self._changes.changed_files()
+
+    def diff(self) -> str:
+        """Unified diff of everything the agent's edits changed this session."""
+        return self._changes.diff()
+
+    @property
+    def approval(self) -> str:
+        """The approval mode in force."""
+        return self.config.approval
+
+    def model_info(self) -> dict[str, Any]:
+        """What front ends show about the model: name, is_diffusion, block_size, threshold,
+        context_window (the configured window when one is set)."""
+        info = dict(self.backend.info)
+        if self.config.context_window:
+            info["context_window"] = self.config.context_window
+        return info
+
+    def context_tokens(self) -> int | None:
+        """How many tokens the conversation takes now (the backend's count); None if it cannot
+        be counted: a figure for the status bar must never fail a turn."""
+        try:
+            return int(self.backend.count_tokens(self._messages, self.tools))
+        except Exception:
+            return None
+
+    def repo_branch(self) -> str | None:
+        """The repository's current git branch, or None."""
+        from clover_cli.agent.interface import repo_branch
+        return repo_branch(self.root)
+
+    # -- control ----------------------------------------------------------------------------------
+    def cancel(self) -> None:
+        """Stops the running turn between engine steps (thread-safe)."""
+        self._cancel.set()
+
+    def set_approval(self, mode: str) -> None:
+        if mode not in APPROVAL_MODES:
+            raise ValueError(f"approval must be one of {', '.join(APPROVAL_MODES)}")
+        self.config.approval = mode
+        self.policy.mode = mode
+        self._log.append({"type": "approval_mode", "mode": mode})
+
+    def set_threshold(self, value: float) -> float:
+        """Sets the commit threshold from the next block on (the engine's one (0, 1] check;
+        ValueError otherwise). Returns the value set."""
+        value = check_threshold(value)
+        self.backend.threshold = value
+        return value
+
+    def clear(self) -> None:
+        """Forgets the conversation (the session file keeps the history)."""
+        self._messages = self._messages[:1]
+        self._task = ""
+        self._log.append({"type": "reset", "messages": self._messages})
+
+    def undo(self) -> ToolResult:
+        """Restores the files of the agent's last edit from its checkpoint."""
+        from clover_cli.tools.checkpoints import CheckpointStore
+
+        result = CheckpointStore(self.root).undo()
+        self._log.append({"type": "undo", "ok": result.ok, "output": result.output})
+        return result
+
+    # -- lifetime ---------------------------------------------------------------------------------
+    def reopen(self, session_id: str):
+        """Another saved session (an id or "last") on this agent's loaded model, with the same
+        settings. Raises SessionError when there is no such session."""
+        config = dataclasses.replace(self.config, session_id=None, meta=dict(self.config.meta))
+        return type(self).resume(self.backend, config, session_id)
+
+    def close(self, successor: Any = None) -> None:
+        """Releases the model (its memory, connections), unless `successor` runs on it."""
+        if successor is not None and getattr(successor, "backend", None) is self.backend:
+            return
+        try:
+            self.backend.close()
+        except Exception:  # closing is best effort; the session file is already written
+            pass

@@ -1,0 +1,76 @@
+"""The TUI on the one turn driver (clover_cli/agent/driver.py) and the typed agent interface
+(clover_cli/agent/interface.py): turns and /compact run on a TurnDriver worker, Esc cancels through
+it, and /sessions ID reopens a session on the model already loaded."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from clover_cli.agent.driver import TurnDriver
+from clover_cli.tui.widgets.messages import AssistantMessage, NoticeLine
+
+from .conftest import make_app, submit, wait_for, wait_idle, wait_ready
+from .screen_text import screen_text
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def notices(app) -> list[str]:
+    return [n.message for n in app.chat.transcript.query(NoticeLine)]
+
+
+async def test_a_turn_runs_on_the_turn_driver_and_esc_cancels_through_it(repo):
+    app = make_app(repo, ["word " * 300, "Second answer."], chunk_chars=4, delay=0.02)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_ready(pilot)
+        await submit(pilot, "talk")
+        await wait_for(pilot, lambda: any(a.text for a in app.chat.transcript.query(AssistantMessage)),
+                       what="streaming to start")
+        driver = app.chat.driver
+        assert isinstance(driver, TurnDriver) and driver.running
+        assert "clover-turn" in [t.name for t in threading.enumerate()]
+        start = time.perf_counter()
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not app.chat.busy, what="the turn to stop", timeout=5)
+        assert driver.cancelled and not driver.running and driver.finished.reason == "cancelled"
+        assert app.chat.stopped_at - app.chat.interrupted_at < 0.2
+        assert time.perf_counter() - start < 1.0
+        await submit(pilot, "again")
+        await wait_idle(pilot)
+        assert app.chat.driver is not driver and app.chat.driver.finished.reason == "done"
+        assert "Second answer." in screen_text(app)
+
+
+async def test_esc_during_compact_keeps_the_conversation(repo):
+    app = make_app(repo, ["first answer", "A long summary. " * 60], chunk_chars=4, delay=0.02)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_ready(pilot)
+        await submit(pilot, "a question")
+        await wait_idle(pilot)
+        before = app.chat.agent.messages
+        await submit(pilot, "/compact")
+        await wait_for(pilot, lambda: "Compacting the conversation ..." in notices(app), what="compaction")
+        assert app.chat.busy == "compacting" and app.chat.driver.running
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not app.chat.busy, what="the compaction to stop", timeout=5)
+        assert notices(app)[-1] == "Compaction cancelled; the conversation is unchanged."
+        assert app.chat.agent.messages == before
+
+
+async def test_sessions_id_reopens_on_the_loaded_model(repo):
+    app = make_app(repo, ["First answer.", "Second answer."])
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_ready(pilot)
+        await submit(pilot, "a question")
+        await wait_idle(pilot)
+        first = app.chat.agent
+        await submit(pilot, f"/sessions {first.session_id}")
+        await wait_for(pilot, lambda: app.chat.agent is not first and not app.chat.busy, what="the reopen")
+        assert app.chat.agent.backend is first.backend  # not loaded again (tests may look inside)
+        assert f"Resumed session {first.session_id}" in notices(app)
+        assert "a question" in screen_text(app)
+        await submit(pilot, "and now?")
+        await wait_idle(pilot)
+        assert "Second answer." in screen_text(app)
