@@ -106,15 +106,15 @@ def swebench(ctx: click.Context, instances, output, redo, evaluate, max_steps, m
         if problem:
             _fail(problem)
 
-    def factory(spec_text: str):
+    def factory(_spec_text: str):
         from clover_cli.agent.backends import make_backend
 
-        return make_backend(spec_text)
+        return make_backend(spec)  # the spec parsed above, never re-parsed from its text
 
     preloaded = None
     if spec.in_process:
         try:  # load once up front: a model that cannot load is bad input, not N instance errors
-            preloaded = factory(str(spec))
+            preloaded = factory(opts.model)
         except Exception as exc:
             _fail(f"cannot load model: {str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}")
     try:
