@@ -231,6 +231,9 @@ def _run(name: str, kwargs: dict, root: Path, on_output, timeout, cancel) -> Too
         return _dispatch(name)(root, **kwargs)
     except PathError as exc:  # a path refused mid-call (e.g. a directory swapped for a symlink)
         return ToolResult(False, str(exc), {"error": "path"})
+    except OSError as exc:  # the file system changed or refused underneath: an ordinary failure
+        where = f" ({exc.filename})" if exc.filename else ""
+        return ToolResult(False, f"{name} failed: {exc.strerror or exc}{where}", {"error": "os"})
     except Exception as exc:  # a bug or an OS error: report it to the model, do not crash the turn
         text = f"{name} failed unexpectedly: {type(exc).__name__}: {exc}"
         return ToolResult(False, text if len(text) <= 500 else text[:500] + " ...", {"error": "internal"})
