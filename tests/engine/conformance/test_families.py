@@ -63,9 +63,9 @@ def test_sdar_matches_its_reference(sdar, threshold, n, seed):
     assert list(ours.token_ids) == ref
 
 
-@pytest.mark.slow  # ~40 s, as above
+@pytest.mark.slow  # ~30 s, as above: budgets inside the first block (7, 10), on its end (32), inside the second (40)
 @pytest.mark.parametrize("threshold", [0.95, 0.5], ids=["t0.95", "t0.50"])
-@pytest.mark.parametrize("n,seed", [(10, 0), (32, 0), (40, 1), (64, 1), (7, 2), (45, 3)])
+@pytest.mark.parametrize("n,seed", [(10, 0), (32, 0), (40, 1), (7, 2)])
 def test_fast_dllm_v2_matches_its_reference(fast, threshold, n, seed):
     lm = fast[1]
     prompt = _prompt(n, seed)
