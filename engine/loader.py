@@ -278,7 +278,15 @@ def _load_tokenizer(directory: Path, name: str):
     """The checkpoint's tokenizer without its code: AutoTokenizer with trust_remote_code=False
     (which refuses rather than asks), else, when tokenizer_config.json names a class that lives
     in the checkpoint's own Python file, the generic fast tokenizer over its tokenizer.json."""
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
+
+    if _generic_fast_tokenizer(directory):  # skips AutoTokenizer's config and class lookups (~0.5 s)
+        try:
+            return PreTrainedTokenizerFast.from_pretrained(str(directory), local_files_only=True,
+                                                           trust_remote_code=False)
+        except Exception:  # noqa: BLE001 - AutoTokenizer below says what is wrong
+            pass
+    from transformers import AutoTokenizer
 
     try:
         return AutoTokenizer.from_pretrained(str(directory), local_files_only=True,
@@ -293,6 +301,19 @@ def _load_tokenizer(directory: Path, name: str):
             pass
     raise ModelLoadError(f"{name}: cannot load tokenizer without running checkpoint code: "
                          f"{_one_line(first)}")
+
+
+def _generic_fast_tokenizer(directory: Path) -> bool:
+    """tokenizer.json with tokenizer_config.json naming the generic fast class, which is what
+    AutoTokenizer would build too (a model-specific class stays with AutoTokenizer)."""
+    if not (directory / "tokenizer.json").is_file():
+        return False
+    try:
+        cfg = json.loads((directory / "tokenizer_config.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return False
+    return isinstance(cfg, dict) and cfg.get("tokenizer_class") in ("TokenizersBackend",
+                                                                     "PreTrainedTokenizerFast")
 
 
 def _one_line(exc: BaseException) -> str:
