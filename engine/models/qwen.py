@@ -210,6 +210,7 @@ class QwenForCausalLM(nn.Module):
         c.device = device
         self.c = c
         self.config = PretrainedConfig(num_hidden_layers=c.num_hidden_layers, vocab_size=c.vocab_size)
+        self.config._attn_implementation = "sdpa"  # what runs; set_attn_implementation changes it
         self.model = Backbone(c)
         self.lm_head = Linear(c.hidden_size, c.vocab_size, bias=False, device=c.device)
         self.register_buffer("inv_freq", _inv_freq(c), persistent=False)
@@ -229,6 +230,7 @@ class QwenForCausalLM(nn.Module):
             raise ValueError(f"attention implementation {name!r} is not available here")
         for layer in self.model.layers:
             layer.self_attn.attn_fn = fns[name]
+        self.config._attn_implementation = name
 
     def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None, use_cache=True,
                 logits_to_keep: int = 0, **_):
