@@ -126,8 +126,23 @@ def test_missing_or_misshaped_tensor_is_one_line(tiny_dirs, tmp_path):
         assert words in str(err.value) and key in str(err.value) and "\n" not in str(err.value)
 
 
+def test_generic_tokenizer_skips_autotokenizer_and_encodes_the_same():
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    lm = load_model("tiny")
+    auto = AutoTokenizer.from_pretrained(str(bundled_tiny_dir()), local_files_only=True)
+    assert type(lm.tokenizer) is PreTrainedTokenizerFast or type(lm.tokenizer) is type(auto)
+    text = "def add(a, b):\n    return a + b <|im_end|> héllo"
+    assert lm.tokenizer.encode(text) == auto.encode(text)
+    assert lm.tokenizer.chat_template == auto.chat_template
+    assert (lm.tokenizer.eos_token_id, lm.tokenizer.pad_token_id) == (auto.eos_token_id, auto.pad_token_id)
+
+
 def test_tiny_load_imports_no_modelling_code():
+    """load_model("tiny") and a CPU Engine over it (whose kernel hooks stay off) import none of
+    transformers' modelling code, nor torch._dynamo."""
     code = ("import sys\nfrom clover_cli.engine.loader import load_model\nlm = load_model('tiny')\n"
+            "from clover_cli.engine.engine import Engine\nEngine(lm)\n"
             "bad = [m for m in sys.modules if m == 'transformers.modeling_utils' or m.startswith("
             "'torch._dynamo') or (m.startswith('transformers.models.') and '.modeling_' in m)]\n"
             "print(type(lm.model).__name__, bad)\n")
