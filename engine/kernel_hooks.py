@@ -59,13 +59,14 @@ def _clover_attention(module, query, key, value, attention_mask, dropout: float 
 def install_kernels(model: Any, *, force: bool = False) -> list[str]:
     """Install the hooks when the model runs on CUDA (or `force`); returns what was installed."""
     import torch
-    from transformers import AttentionInterface
 
     from clover_cli.kernels._dispatch import use_triton
 
     param = next(model.parameters())
     if not (force or use_triton(param)):
         return []
+    from transformers import AttentionInterface  # imports modeling_utils: only when hooking
+
     installed = []
     AttentionInterface.register(ATTENTION_NAME, _clover_attention)
     try:

@@ -160,11 +160,16 @@ def _pick_dtype(dtype: Any, device: Any):
     return torch.bfloat16 if str(device).startswith("cuda") else torch.float32
 
 
-def _load_directory(directory: Path, name: str, *, device: Any, dtype: Any,
-                    block_size: int | None) -> LoadedModel:
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+def _use_native(native: bool | None) -> bool:
+    """Our own Qwen module (engine/models/qwen.py) unless turned off: native=False, or
+    CLOVER_NATIVE_MODELS=0 in the environment when native is None."""
+    if native is not None:
+        return native
+    return os.environ.get("CLOVER_NATIVE_MODELS", "1").strip().lower() not in ("0", "false", "no", "off")
 
+
+def _load_directory(directory: Path, name: str, *, device: Any, dtype: Any,
+                    block_size: int | None, native: bool | None = None) -> LoadedModel:
     raw = _read_config(directory)
     try:
         family = detect_family(raw, block_size=block_size)
@@ -178,6 +183,15 @@ def _load_directory(directory: Path, name: str, *, device: Any, dtype: Any,
     if family.name == "llada2":  # no transformers class: our own module (engine/models/llada2.py)
         return _finish(directory, name, raw, family, _load_llada2(directory, name, raw, dtype, device),
                        device)
+    if _use_native(native):
+        from .models.qwen import unsupported
+
+        if unsupported(raw, _pick_dtype(dtype, device)) is None:  # engine/models/qwen.py
+            return _finish(directory, name, raw, family,
+                           _load_native_qwen(directory, name, raw, dtype, device), device)
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
     try:
         config = AutoConfig.for_model(family.hf_model_type, **fields)
     except Exception as exc:  # noqa: BLE001 - transformers raises many kinds here
@@ -204,6 +218,15 @@ def _load_directory(directory: Path, name: str, *, device: Any, dtype: Any,
     if problems:
         raise ModelLoadError(f"{name}: checkpoint does not match its config: " + "; ".join(problems))
     return _finish(directory, name, raw, family, model, device)
+
+
+def _load_native_qwen(directory: Path, name: str, raw: dict, dtype: Any, device: Any):
+    from .models.qwen import load_qwen
+
+    try:
+        return load_qwen(directory, raw, _pick_dtype(dtype, device))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ModelLoadError(f"{name}: checkpoint does not match its config: {_one_line(exc)}") from None
 
 
 def _load_llada2(directory: Path, name: str, raw: dict, dtype: Any, device: Any):
@@ -255,7 +278,15 @@ def _load_tokenizer(directory: Path, name: str):
     """The checkpoint's tokenizer without its code: AutoTokenizer with trust_remote_code=False
     (which refuses rather than asks), else, when tokenizer_config.json names a class that lives
     in the checkpoint's own Python file, the generic fast tokenizer over its tokenizer.json."""
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
+
+    if _generic_fast_tokenizer(directory):  # skips AutoTokenizer's config and class lookups (~0.5 s)
+        try:
+            return PreTrainedTokenizerFast.from_pretrained(str(directory), local_files_only=True,
+                                                           trust_remote_code=False)
+        except Exception:  # noqa: BLE001 - AutoTokenizer below says what is wrong
+            pass
+    from transformers import AutoTokenizer
 
     try:
         return AutoTokenizer.from_pretrained(str(directory), local_files_only=True,
@@ -272,20 +303,35 @@ def _load_tokenizer(directory: Path, name: str):
                          f"{_one_line(first)}")
 
 
+def _generic_fast_tokenizer(directory: Path) -> bool:
+    """tokenizer.json with tokenizer_config.json naming the generic fast class, which is what
+    AutoTokenizer would build too (a model-specific class stays with AutoTokenizer)."""
+    if not (directory / "tokenizer.json").is_file():
+        return False
+    try:
+        cfg = json.loads((directory / "tokenizer_config.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return False
+    return isinstance(cfg, dict) and cfg.get("tokenizer_class") in ("TokenizersBackend",
+                                                                     "PreTrainedTokenizerFast")
+
+
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return text[:300] if text else exc.__class__.__name__
 
 
 def load_model(spec: str | ModelSpec | None, *, device: Any = None, dtype: Any = None,
-               block_size: int | None = None, offline: bool = False) -> LoadedModel:
+               block_size: int | None = None, offline: bool = False,
+               native: bool | None = None) -> LoadedModel:
     """Load an in-process model from a spec string; raises ModelLoadError (one line).
 
     transformers' "Loading weights" progress bar is off while it loads: on stderr it would land
     in the middle of `clover run`'s output and under the TUI's screen (callers that load for
     long show their own progress). The setting is restored afterwards. Whatever transformers
     prints while loading goes to stderr. offline: never download an `hf:` spec (as
-    HF_HUB_OFFLINE=1 does)."""
+    HF_HUB_OFFLINE=1 does). native: run Qwen3/Qwen2-shaped checkpoints on our own module
+    (engine/models/qwen.py, no transformers modelling code); None: unless CLOVER_NATIVE_MODELS=0."""
     from transformers.utils import logging as hf_logging
 
     bars = hf_logging.is_progress_bar_enabled()
@@ -293,14 +339,14 @@ def load_model(spec: str | ModelSpec | None, *, device: Any = None, dtype: Any =
     try:
         with contextlib.redirect_stdout(sys.stderr):
             return _load_spec(spec, device=device, dtype=dtype, block_size=block_size,
-                              offline=offline)
+                              offline=offline, native=native)
     finally:
         if bars:
             hf_logging.enable_progress_bar()
 
 
 def _load_spec(spec: str | ModelSpec | None, *, device: Any, dtype: Any,
-               block_size: int | None, offline: bool) -> LoadedModel:
+               block_size: int | None, offline: bool, native: bool | None = None) -> LoadedModel:
     try:
         parsed = spec if isinstance(spec, ModelSpec) else parse_spec(spec)
     except SpecError as exc:
@@ -309,15 +355,16 @@ def _load_spec(spec: str | ModelSpec | None, *, device: Any, dtype: Any,
         directory = bundled_tiny_dir()
         if not (directory / "config.json").is_file():
             raise ModelLoadError(f"the bundled tiny model is missing ({directory}); reinstall clover-cli")
-        return _load_directory(directory, "tiny", device=device, dtype=dtype, block_size=block_size)
+        return _load_directory(directory, "tiny", device=device, dtype=dtype, block_size=block_size,
+                               native=native)
     if parsed.kind == "dir":
         directory = Path(parsed.value)
         return _load_directory(directory, directory.name, device=device, dtype=dtype,
-                               block_size=block_size)
+                               block_size=block_size, native=native)
     if parsed.kind == "hf":
         directory = resolve_hf_cache(parsed.value, offline=offline)
         return _load_directory(directory, f"hf:{parsed.value}", device=device, dtype=dtype,
-                               block_size=block_size)
+                               block_size=block_size, native=native)
     if parsed.kind == "smollm2":
         return _load_gguf(smollm2_gguf(), "smollm2", device=device, dtype=dtype)
     raise ModelLoadError(f"{parsed}: not an in-process model spec (the agent handles {parsed.kind}:)")

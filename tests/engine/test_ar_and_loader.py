@@ -19,8 +19,9 @@ def test_ar_path_equals_transformers_greedy_generate(tiny_dirs, kind):
     assert not lm.is_diffusion
     prompt = lm.encode("def add(a, b):\n    return")
     ours = Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=24))
+    reference = load_model(str(tiny_dirs[kind]), native=False).model  # transformers' own network
     with torch.inference_mode():
-        ref = lm.model.generate(torch.tensor([prompt]), max_new_tokens=24, do_sample=False,
+        ref = reference.generate(torch.tensor([prompt]), max_new_tokens=24, do_sample=False,
                                 eos_token_id=list(lm.eos_token_ids), pad_token_id=0)
     expected = ref[0, len(prompt):].tolist()
     assert list(ours.token_ids) == expected
