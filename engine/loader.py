@@ -227,6 +227,8 @@ def _load_native_qwen(directory: Path, name: str, raw: dict, dtype: Any, device:
         return load_qwen(directory, raw, _pick_dtype(dtype, device))
     except (ValueError, KeyError, TypeError) as exc:
         raise ModelLoadError(f"{name}: checkpoint does not match its config: {_one_line(exc)}") from None
+    except Exception as exc:  # noqa: BLE001 - a corrupt or unreadable safetensors file
+        raise ModelLoadError(f"{name}: cannot read the weights: {_one_line(exc)}") from None
 
 
 def _load_llada2(directory: Path, name: str, raw: dict, dtype: Any, device: Any):
@@ -236,6 +238,8 @@ def _load_llada2(directory: Path, name: str, raw: dict, dtype: Any, device: Any)
         return load_llada2(directory, raw, _pick_dtype(dtype, device))
     except (ValueError, KeyError, TypeError) as exc:
         raise ModelLoadError(f"{name}: checkpoint does not match its config: {_one_line(exc)}") from None
+    except Exception as exc:  # noqa: BLE001 - a corrupt or unreadable safetensors file
+        raise ModelLoadError(f"{name}: cannot read the weights: {_one_line(exc)}") from None
 
 
 def _finish(directory: Path, name: str, raw: dict, family: Family, model: Any,
