@@ -209,7 +209,10 @@ class QwenForCausalLM(nn.Module):
         c = _settings(raw)
         c.device = device
         self.c = c
-        self.config = PretrainedConfig(num_hidden_layers=c.num_hidden_layers, vocab_size=c.vocab_size)
+        self.config = PretrainedConfig(num_hidden_layers=c.num_hidden_layers, vocab_size=c.vocab_size,
+                                       hidden_size=c.hidden_size,
+                                       num_attention_heads=c.num_attention_heads,
+                                       num_key_value_heads=c.num_key_value_heads)
         self.config._attn_implementation = "sdpa"  # what runs; set_attn_implementation changes it
         self.model = Backbone(c)
         self.lm_head = Linear(c.hidden_size, c.vocab_size, bias=False, device=c.device)

@@ -6,8 +6,6 @@ causal and carry history as recurrent + conv state that only a commit forward ma
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -130,18 +128,27 @@ def test_hybrid_chunked_prefill_equals_one_shot(hybrid):
     assert one.token_ids == chunked.token_ids
 
 
+def _clover(*args):
+    """`clover ARGS` in-process (click's CliRunner): the CLI's logic without a torch import per call."""
+    from click.testing import CliRunner
+
+    from clover_cli.cli import cli
+
+    result = CliRunner().invoke(cli, list(args), prog_name="clover")
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result
+
+
 def test_generate_and_bench_cli_on_a_hybrid(tiny_dirs, tmp_path):
-    out = subprocess.run([sys.executable, "-m", "clover_cli.cli", "generate", "--model", str(tiny_dirs["hybrid"]),
-                          "--raw", "--json", "--prompt", "def f(x):", "--max-new-tokens", "10"],
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
+    out = _clover("generate", "--model", str(tiny_dirs["hybrid"]), "--raw", "--json", "--prompt",
+                  "def f(x):", "--max-new-tokens", "10")
+    assert out.exit_code == 0, out.stderr
     assert len(json.loads(out.stdout)["token_ids"]) == 10
     prompts = tmp_path / "p.json"
     prompts.write_text(json.dumps({"code": ["def f(x):\n"], "agent": []}))
-    out = subprocess.run([sys.executable, "-m", "clover_cli.cli", "bench", "--model", str(tiny_dirs["hybrid"]),
-                          "--prompts", str(prompts), "--thresholds", "0.9", "--max-new-tokens", "8", "--json"],
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
+    out = _clover("bench", "--model", str(tiny_dirs["hybrid"]), "--prompts", str(prompts),
+                  "--thresholds", "0.9", "--max-new-tokens", "8", "--json")
+    assert out.exit_code == 0, out.stderr
     report = json.loads(out.stdout)
     # AR mode of a hybrid: one forward per token (the commit is fused with the next step)
     assert report["runs"][0]["tpf"] >= 1.0 and report["ar"]["tpf"] == pytest.approx(1.0)
