@@ -181,14 +181,14 @@ def _load_directory(directory: Path, name: str, *, device: Any, dtype: Any,
     except ConfigError as exc:
         raise ModelLoadError(f"{name}: {exc}") from None
     if family.name == "llada2":  # no transformers class: our own module (engine/models/llada2.py)
-        return _finish(directory, name, raw, family, _load_llada2(directory, name, raw, dtype, device),
+        return _finish(directory, name, raw, family, _load_own("llada2", directory, name, raw, dtype, device),
                        device)
     if _use_native(native):
         from .models.qwen import unsupported
 
         if unsupported(raw, _pick_dtype(dtype, device)) is None:  # engine/models/qwen.py
             return _finish(directory, name, raw, family,
-                           _load_native_qwen(directory, name, raw, dtype, device), device)
+                           _load_own("qwen", directory, name, raw, dtype, device), device)
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -220,22 +220,15 @@ def _load_directory(directory: Path, name: str, *, device: Any, dtype: Any,
     return _finish(directory, name, raw, family, model, device)
 
 
-def _load_native_qwen(directory: Path, name: str, raw: dict, dtype: Any, device: Any):
-    from .models.qwen import load_qwen
-
+def _load_own(module: str, directory: Path, name: str, raw: dict, dtype: Any, device: Any):
+    """A network written here (engine/models/qwen.py or llada2.py) with its weights; one
+    ModelLoadError line for weights that do not fit the config or cannot be read."""
+    if module == "qwen":
+        from .models.qwen import load_qwen as load
+    else:
+        from .models.llada2 import load_llada2 as load
     try:
-        return load_qwen(directory, raw, _pick_dtype(dtype, device))
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ModelLoadError(f"{name}: checkpoint does not match its config: {_one_line(exc)}") from None
-    except Exception as exc:  # noqa: BLE001 - a corrupt or unreadable safetensors file
-        raise ModelLoadError(f"{name}: cannot read the weights: {_one_line(exc)}") from None
-
-
-def _load_llada2(directory: Path, name: str, raw: dict, dtype: Any, device: Any):
-    from .models.llada2 import load_llada2
-
-    try:
-        return load_llada2(directory, raw, _pick_dtype(dtype, device))
+        return load(directory, raw, _pick_dtype(dtype, device))
     except (ValueError, KeyError, TypeError) as exc:
         raise ModelLoadError(f"{name}: checkpoint does not match its config: {_one_line(exc)}") from None
     except Exception as exc:  # noqa: BLE001 - a corrupt or unreadable safetensors file
