@@ -43,6 +43,15 @@ def repo(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(autouse=True)
+def _no_approval_guard(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pilot tests answer a dialog the moment it shows; the guard window against stray keys
+    (ApprovalDialog.GUARD_SECONDS) has its own test in test_tui_daily.py."""
+    from clover_cli.tui.screens.approval import ApprovalDialog
+
+    monkeypatch.setattr(ApprovalDialog, "GUARD_SECONDS", 0.0)
+
+
+@pytest.fixture(autouse=True)
 def _isolated_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Keep the user's ~/.config/clover out of the tests."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))

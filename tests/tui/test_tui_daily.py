@@ -153,6 +153,28 @@ async def test_approval_is_docked_with_keyed_buttons_and_the_transcript_visible(
         await wait_idle(pilot)
 
 
+async def test_a_stray_y_or_enter_right_after_the_dialog_opens_approves_nothing(repo, monkeypatch):
+    """A user still typing when the dialog appears must not approve a call with `y`, `a` or
+    Enter (the Yes button has focus): inside the guard window those are ignored, `y` works after."""
+    from clover_cli.tui.screens.approval import ApprovalDialog
+
+    monkeypatch.setattr(ApprovalDialog, "GUARD_SECONDS", 0.6)
+    edit = call("edit_file", path="greet.py", old='"hello "', new='"hi "')
+    before = (repo / "greet.py").read_text()
+    app = make_app(repo, ["Changing it.\n" + edit, "ok"])
+    async with app.run_test(size=(80, 30)) as pilot:
+        await wait_ready(pilot)
+        await submit(pilot, "say hi")
+        await wait_for(pilot, lambda: app.chat.approval is not None, what="the dialog")
+        await pilot.press("y", "a", "enter")
+        await pilot.pause(0.05)
+        assert app.chat.approval is not None and (repo / "greet.py").read_text() == before
+        await pilot.pause(0.7)
+        await pilot.press("y")
+        await wait_idle(pilot)
+        assert (repo / "greet.py").read_text() != before
+
+
 async def test_page_keys_scroll_the_transcript_from_the_prompt(repo):
     app = make_app(repo, ["\n\n".join(f"paragraph {i}" for i in range(40))])
     async with app.run_test(size=(80, 24)) as pilot:

@@ -6,6 +6,7 @@ is open; `y`, `n`, `a` and Esc work from anywhere in the chat screen (screens/fo
 """
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 from rich.markup import escape
@@ -19,7 +20,13 @@ from clover_cli.tui.widgets.tool_panel import code_view, summarize_args
 
 
 class ApprovalDialog(Vertical):
-    """Calls `on_answer(ApprovalAnswer)` once and removes itself."""
+    """Calls `on_answer(ApprovalAnswer)` once and removes itself.
+
+    For GUARD_SECONDS after it opens, "yes" and "always" (keys, Enter on the focused Yes button,
+    clicks) are ignored: a user still typing a message when the dialog appears must not approve
+    a command with a stray `y`, `a` or Enter. "no" and Esc work at once."""
+
+    GUARD_SECONDS = 0.6
 
     BINDINGS = [
         Binding("y", "answer('yes')", "Yes", show=False),
@@ -49,6 +56,7 @@ class ApprovalDialog(Vertical):
             yield Button(f"\\[a] Always ({scope})", id="always", compact=True)
 
     def on_mount(self) -> None:
+        self.opened_at = time.monotonic()
         self.query_one("#approval-feedback").display = False
         self.focus_default()
 
@@ -70,7 +78,12 @@ class ApprovalDialog(Vertical):
         self.remove()
 
     def action_answer(self, decision: str, feedback: str = "") -> None:
-        """Dismiss with the given decision."""
+        """Dismiss with the given decision (a yes/always inside the guard window is ignored)."""
+        opened = getattr(self, "opened_at", None)
+        if decision in ("yes", "always") and (
+                opened is None or time.monotonic() - opened < self.GUARD_SECONDS):
+            self.app.bell()
+            return
         self.dismiss(ApprovalAnswer(decision, feedback))  # type: ignore[arg-type]
 
     def action_no(self) -> None:
