@@ -23,26 +23,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .qwen import MLP, RMSNorm, _rotate_half  # the same pieces as Qwen's
+
 MASK_ID = 156895  # the reference generate's mask_id default
 EOS_ID = 156892  # the reference generate's eos_id default (<|endoftext|>, also the pad id)
-
-
-class RMSNorm(nn.Module):
-    def __init__(self, dim: int, eps: float):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(dim))
-        self.eps = eps
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        x = x.float() if x.dtype != torch.float64 else x
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x.to(dtype)
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    a, b = x.chunk(2, dim=-1)
-    return torch.cat((-b, a), dim=-1)
 
 
 class Attention(nn.Module):
@@ -69,17 +53,6 @@ class Attention(nn.Module):
             k, v = cache.update(k, v, self.layer_idx)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.h != self.kv)
         return self.dense(out.transpose(1, 2).reshape(b, t, self.h * self.d))
-
-
-class MLP(nn.Module):
-    def __init__(self, hidden: int, inner: int):
-        super().__init__()
-        self.gate_proj = nn.Linear(hidden, inner, bias=False)
-        self.up_proj = nn.Linear(hidden, inner, bias=False)
-        self.down_proj = nn.Linear(inner, hidden, bias=False)
-
-    def forward(self, x):
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
 class Gate(nn.Module):
