@@ -54,6 +54,10 @@ class DecodeMasks:
 
 
 def make_cache(model: Any):
+    """A fresh cache for `model`: its own (the networks in engine/models) or transformers'."""
+    own = getattr(model, "make_cache", None)
+    if own is not None:
+        return own()
     from transformers import DynamicCache
 
     return DynamicCache(config=model.config)

@@ -8,8 +8,8 @@ with rotary position embedding (the default rope only), per-head RMSNorm of quer
 (Qwen3), biased q/k/v projections (Qwen2), a SwiGLU MLP, and a tied or untied output head.
 Parameter names and shapes are the released checkpoints' (model.embed_tokens,
 model.layers.N.self_attn.q_proj, ..., lm_head), so the same safetensors load as is; a missing or
-mis-shaped tensor is one error line (load_qwen). The KV cache stays transformers' DynamicCache
-(engine/runtime.py make_cache), which only needs `model.config.num_hidden_layers`.
+mis-shaped tensor is one error line (load_qwen). The config object and the KV cache are our own
+(engine/models/state.py), so nothing of transformers is imported.
 
 `unsupported(raw, dtype)` says why a config is not plainly one of these (rope scaling, sliding
 window, another activation, ...); the loader then takes the transformers path instead.
@@ -24,6 +24,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from .state import KVCache, ModelConfig
 
 QWEN3_TYPES = {"qwen3", "sdar"}  # q/k RMSNorm, no bias by default (attention_bias)
 QWEN2_TYPES = {"qwen2", "fast_dllm_qwen"}  # biased q/k/v, no q/k norm
@@ -204,22 +206,22 @@ class QwenForCausalLM(nn.Module):
     def __init__(self, raw: dict[str, Any], device: Any = None):
         """device "meta": shapes only, no memory and no initialisation (load_qwen fills them)."""
         super().__init__()
-        from transformers.configuration_utils import PretrainedConfig  # no modelling code
-
         c = _settings(raw)
         c.device = device
         self.c = c
-        self.config = PretrainedConfig(num_hidden_layers=c.num_hidden_layers, vocab_size=c.vocab_size,
+        self.config = ModelConfig(num_hidden_layers=c.num_hidden_layers, vocab_size=c.vocab_size,
                                        hidden_size=c.hidden_size,
                                        num_attention_heads=c.num_attention_heads,
                                        num_key_value_heads=c.num_key_value_heads)
-        self.config._attn_implementation = "sdpa"  # what runs; set_attn_implementation changes it
         self.model = Backbone(c)
         self.lm_head = Linear(c.hidden_size, c.vocab_size, bias=False, device=c.device)
         self.register_buffer("inv_freq", _inv_freq(c), persistent=False)
 
     def get_output_embeddings(self):
         return self.lm_head
+
+    def make_cache(self) -> KVCache:
+        return KVCache(self.c.num_hidden_layers)
 
     def get_input_embeddings(self):
         return self.model.embed_tokens

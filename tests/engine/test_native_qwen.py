@@ -33,7 +33,8 @@ def _biased_qwen2(tmp_path):
 
 def _logits(lm, ids: list[int], split: int, block: int) -> torch.Tensor:
     """Prefill ids[:split] then the rest as one block, both under the block-causal 4-D mask and
-    with the engine's DynamicCache; returns the logits of both forwards, [len(ids), V]."""
+    with each model's own cache (engine/runtime.py make_cache: ours for the native module,
+    DynamicCache for transformers'); returns the logits of both forwards, [len(ids), V]."""
     model = lm.model
     cache = make_cache(model)
     outs = []
