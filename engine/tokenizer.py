@@ -71,8 +71,8 @@ def _settings(directory: Path) -> tuple[dict, dict]:
     templates = {}
     if (directory / "chat_template.jinja").is_file():
         templates["default"] = (directory / "chat_template.jinja").read_text(encoding="utf-8")
-    if (directory / "chat_templates").is_dir():
-        for path in (directory / "chat_templates").glob("*.jinja"):
+    if (directory / "additional_chat_templates").is_dir():
+        for path in (directory / "additional_chat_templates").glob("*.jinja"):
             templates[path.name.removesuffix(".jinja")] = path.read_text(encoding="utf-8")
     if templates:  # template files win over the config's entry
         kw["chat_template"] = templates["default"] if list(templates) == ["default"] else templates
