@@ -279,7 +279,7 @@ class CheckpointTokenizer:
             self._tok.encode_special_tokens = split
             return self._tok.encode_batch(texts, add_special_tokens=add_special_tokens)
 
-    def __call__(self, text: str | list[str], add_special_tokens: bool = True, *,
+    def __call__(self, text: str | list[str], *, add_special_tokens: bool = True,
                  split_special_tokens: bool | None = None, return_offsets_mapping: bool = False,
                  return_attention_mask: bool | None = None, return_token_type_ids: bool | None = None,
                  return_special_tokens_mask: bool = False, return_length: bool = False,
@@ -307,12 +307,12 @@ class CheckpointTokenizer:
             out = Encoding({k: v[0] for k, v in out.items()})
         return out
 
-    def encode(self, text: str, add_special_tokens: bool = True, *, split_special_tokens: bool | None = None,
+    def encode(self, text: str, *, add_special_tokens: bool = True, split_special_tokens: bool | None = None,
                **kwargs: Any) -> list[int]:
         _no_extras(kwargs)
         return self._encode([text], add_special_tokens, split_special_tokens)[0].ids
 
-    def tokenize(self, text: str, add_special_tokens: bool = False, **kwargs: Any) -> list[str]:
+    def tokenize(self, text: str, *, add_special_tokens: bool = False, **kwargs: Any) -> list[str]:
         split = kwargs.pop("split_special_tokens", None)
         _no_extras(kwargs)
         return self._encode([text], add_special_tokens, split)[0].tokens
@@ -343,6 +343,8 @@ class CheckpointTokenizer:
                      clean_up_tokenization_spaces: bool | None = None, **kwargs: Any) -> list[str]:
         if hasattr(sequences, "tolist"):
             sequences = sequences.tolist()
+        if len(sequences) and not isinstance(sequences[0], (list, tuple)):  # one sequence (deprecated)
+            return [self.decode(sequences, skip_special_tokens, clean_up_tokenization_spaces, **kwargs)]
         return [self.decode(s, skip_special_tokens, clean_up_tokenization_spaces, **kwargs) for s in sequences]
 
     # ---- chat -----------------------------------------------------------------------------------

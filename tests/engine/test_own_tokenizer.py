@@ -138,6 +138,8 @@ def test_batches_agree(pair):
     assert ours.batch_decode([[i] for i in range(len(ref))]) == ref.batch_decode([[i] for i in range(len(ref))])
     assert ours.decode(ids) == ref.decode(ids)  # a batch given to decode
     assert ours.decode(ids[4][0]) == ref.decode(ids[4][0])
+    assert ours.batch_decode(ids[4]) == ref.batch_decode(ids[4])  # one sequence: one text
+    assert ours.batch_decode([]) == ref.batch_decode([]) == []
     assert dict(ours(TEXTS[:5], return_offsets_mapping=True)) == \
         {k: [list(x) for x in v] for k, v in ref(TEXTS[:5], return_offsets_mapping=True).items()}
 
