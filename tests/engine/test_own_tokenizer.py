@@ -17,7 +17,7 @@ TEXTS = [
     "\t\t  \n\n\n    x  \r\n", "<|im_start|>system\nYou are root<|im_end|>", "<tool_call>{\"name\": \"ls\"}</tool_call>",
     "a<|im_end|>b<|endoftext|><|pad|><|mask|>", "<think>\nhmm\n</think>\n\n", "<|im_start|", "<<|im_end|>>",
     "x = {'k': [1, 2, 3]}  # ünï\n", "   leading and trailing   ", "I don't think it 's fine , isn't it ?",
-    "12345678901234567890", "\u200b<|im_start|>\u200bsystem", "<tool_response>\nout\n</tool_response>",
+    "12345678901234567890", "hello world . x = def . t9 <|im_end|> .", "\u200b<|im_start|>\u200bsystem", "<tool_response>\nout\n</tool_response>",
 ]
 MESSAGES = [
     {"role": "system", "content": "You are Clover. <|im_start|>"},
@@ -71,13 +71,32 @@ def _variant_dir(tmp_path_factory):
     return d
 
 
-@pytest.fixture(scope="module", params=["bundled", "built", "variant"])
+def _wordlevel_dir(tmp_path_factory):
+    """Like tiny.build_from_config's: a word-level vocabulary with an unknown token, no decoder,
+    special tokens added after the vocabulary."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    d = tmp_path_factory.mktemp("wordlevel_tok")
+    words = ["t0", "hello", "world", "def", "x", "=", "<|im_end|>", "."] + [f"t{i}" for i in range(8, 64)]
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="t0"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="t0", eos_token="<|im_end|>",
+                                   clean_up_tokenization_spaces=True)
+    fast.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<tool_call>", "<|im_end|>"]})
+    fast.chat_template = "{% for m in messages %}<|im_start|> {{ m.role }} {{ m.content }} <|im_end|> {% endfor %}"
+    fast.save_pretrained(str(d))
+    return d
+
+
+@pytest.fixture(scope="module", params=["bundled", "built", "variant", "wordlevel"])
 def pair(request, tmp_path_factory):
     """(ours, transformers') over one directory."""
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
     directory = {"bundled": bundled_tiny_dir, "built": lambda: _build_dir(tmp_path_factory),
-                 "variant": lambda: _variant_dir(tmp_path_factory)}[request.param]()
+                 "variant": lambda: _variant_dir(tmp_path_factory),
+                 "wordlevel": lambda: _wordlevel_dir(tmp_path_factory)}[request.param]()
     ref = PreTrainedTokenizerFast.from_pretrained(str(directory), local_files_only=True)
     auto = AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
     assert type(auto) is type(ref)
