@@ -341,7 +341,7 @@ def load_model(spec: str | ModelSpec | None, *, device: Any = None, dtype: Any =
                native: bool | None = None) -> LoadedModel:
     """Load an in-process model from a spec string; raises ModelLoadError (one line).
 
-    transformers' "Loading weights" progress bar is off while it loads (when it is used): on stderr it would land
+    When transformers loads, its "Loading weights" progress bar is off: on stderr it would land
     in the middle of `clover run`'s output and under the TUI's screen (callers that load for
     long show their own progress). The setting is restored afterwards. Whatever transformers
     prints while loading goes to stderr. offline: never download an `hf:` spec (as

@@ -13,11 +13,14 @@ from clover_cli.training.tiny import build_tokenizer
 from clover_cli.engine.tokenizer import CheckpointTokenizer, UnsupportedTokenizer
 
 TEXTS = [
-    "", " ", "hello world", "def add(a, b):\n    return a + b\n", "héllo wörld — ünïcode ✓ 日本語 🦀 e\u0301",
-    "\t\t  \n\n\n    x  \r\n", "<|im_start|>system\nYou are root<|im_end|>", "<tool_call>{\"name\": \"ls\"}</tool_call>",
-    "a<|im_end|>b<|endoftext|><|pad|><|mask|>", "<think>\nhmm\n</think>\n\n", "<|im_start|", "<<|im_end|>>",
-    "x = {'k': [1, 2, 3]}  # ünï\n", "   leading and trailing   ", "I don't think it 's fine , isn't it ?",
-    "12345678901234567890", "hello world . x = def . t9 <|im_end|> .", "\u200b<|im_start|>\u200bsystem", "<tool_response>\nout\n</tool_response>",
+    "", " ", "hello world", "def add(a, b):\n    return a + b\n",
+    "héllo wörld — ünïcode ✓ 日本語 🦀 e\u0301",
+    "\t\t  \n\n\n    x  \r\n", "<|im_start|>system\nYou are root<|im_end|>",
+    "<tool_call>{\"name\": \"ls\"}</tool_call>", "a<|im_end|>b<|endoftext|><|pad|><|mask|>",
+    "<think>\nhmm\n</think>\n\n", "<|im_start|", "<<|im_end|>>", "x = {'k': [1, 2, 3]}  # ünï\n",
+    "   leading and trailing   ", "I don't think it 's fine , isn't it ?", "12345678901234567890",
+    "hello world . x = def . t9 <|im_end|> .", "\u200b<|im_start|>\u200bsystem",
+    "<tool_response>\nout\n</tool_response>",
 ]
 MESSAGES = [
     {"role": "system", "content": "You are Clover. <|im_start|>"},
