@@ -182,13 +182,13 @@ def _load_directory(directory: Path, name: str, *, device: Any, dtype: Any,
         raise ModelLoadError(f"{name}: {exc}") from None
     if family.name == "llada2":  # no transformers class: our own module (engine/models/llada2.py)
         return _finish(directory, name, raw, family, _load_own("llada2", directory, name, raw, dtype, device),
-                       device)
+                       device, native)
     if _use_native(native):
         from .models.qwen import unsupported
 
         if unsupported(raw, _pick_dtype(dtype, device)) is None:  # engine/models/qwen.py
             return _finish(directory, name, raw, family,
-                           _load_own("qwen", directory, name, raw, dtype, device), device)
+                           _load_own("qwen", directory, name, raw, dtype, device), device, native)
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -201,10 +201,11 @@ def _load_directory(directory: Path, name: str, *, device: Any, dtype: Any,
     if torch_dtype == torch.float64 and raw.get("num_experts"):
         extra["experts_implementation"] = "eager"  # grouped_mm has no float64 kernel
     try:
-        model, info = AutoModelForCausalLM.from_pretrained(
-            str(directory), config=config, dtype=torch_dtype, output_loading_info=True,
-            local_files_only=True, trust_remote_code=False, use_safetensors=True,
-            attn_implementation=engine_attention(device), **extra)
+        with _quiet_transformers():
+            model, info = AutoModelForCausalLM.from_pretrained(
+                str(directory), config=config, dtype=torch_dtype, output_loading_info=True,
+                local_files_only=True, trust_remote_code=False, use_safetensors=True,
+                attn_implementation=engine_attention(device), **extra)
     except Exception as exc:  # noqa: BLE001
         raise ModelLoadError(f"{name}: cannot load weights: {_one_line(exc)}") from None
     problems = []
@@ -217,7 +218,7 @@ def _load_directory(directory: Path, name: str, *, device: Any, dtype: Any,
         problems.append(f"shape mismatch ({len(mismatched)}, e.g. {first[0] if isinstance(first, tuple) else first})")
     if problems:
         raise ModelLoadError(f"{name}: checkpoint does not match its config: " + "; ".join(problems))
-    return _finish(directory, name, raw, family, model, device)
+    return _finish(directory, name, raw, family, model, device, native)
 
 
 def _load_own(module: str, directory: Path, name: str, raw: dict, dtype: Any, device: Any):
@@ -236,9 +237,9 @@ def _load_own(module: str, directory: Path, name: str, raw: dict, dtype: Any, de
 
 
 def _finish(directory: Path, name: str, raw: dict, family: Family, model: Any,
-            device: Any) -> LoadedModel:
+            device: Any, native: bool | None = None) -> LoadedModel:
     """Tokenizer, vocabulary check, device: what every directory checkpoint ends with."""
-    tokenizer = _load_tokenizer(directory, name)
+    tokenizer = _load_tokenizer(directory, name, native)
     vocab = model.get_output_embeddings().weight.shape[0]
     if family.mask_token_id is not None and not 0 <= family.mask_token_id < vocab:
         raise ModelLoadError(f"{name}: mask_token_id {family.mask_token_id} outside the vocabulary ({vocab})")
@@ -254,11 +255,12 @@ def _load_gguf(path: Path, name: str, *, device: Any, dtype: Any) -> LoadedModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name,
-                                                  local_files_only=True, trust_remote_code=False)
-        model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
-                                                     dtype=_pick_dtype(dtype, device),
-                                                     local_files_only=True, trust_remote_code=False)
+        with _quiet_transformers():
+            tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name,
+                                                      local_files_only=True, trust_remote_code=False)
+            model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
+                                                         dtype=_pick_dtype(dtype, device),
+                                                         local_files_only=True, trust_remote_code=False)
     except Exception as exc:  # noqa: BLE001
         raise ModelLoadError(f"{name}: cannot load GGUF {path.name}: {_one_line(exc)}") from None
     if device is not None:
@@ -271,13 +273,29 @@ def _load_gguf(path: Path, name: str, *, device: Any, dtype: Any) -> LoadedModel
                        context_window=int(raw.get("max_position_embeddings") or 2048))
 
 
-def _load_tokenizer(directory: Path, name: str):
-    """The checkpoint's tokenizer without its code: AutoTokenizer with trust_remote_code=False
-    (which refuses rather than asks), else, when tokenizer_config.json names a class that lives
-    in the checkpoint's own Python file, the generic fast tokenizer over its tokenizer.json."""
+def _load_tokenizer(directory: Path, name: str, native: bool | None = None):
+    """The checkpoint's tokenizer without its code. The generic fast class on our own
+    implementation (engine/tokenizer.py, no transformers import) unless native is off (see
+    _use_native) or the directory uses what it does not reproduce; else AutoTokenizer with
+    trust_remote_code=False (which refuses rather than asks), else, when tokenizer_config.json
+    names a class that lives in the checkpoint's own Python file, the generic fast tokenizer
+    over its tokenizer.json."""
+    generic = _generic_fast_tokenizer(directory)
+    if generic and _use_native(native):
+        from .tokenizer import CheckpointTokenizer
+
+        try:
+            return CheckpointTokenizer.from_dir(directory)
+        except Exception:  # noqa: BLE001 - unsupported or broken: transformers below decides
+            pass
+    with _quiet_transformers():
+        return _load_hf_tokenizer(directory, name, generic)
+
+
+def _load_hf_tokenizer(directory: Path, name: str, generic: bool):
     from transformers import PreTrainedTokenizerFast
 
-    if _generic_fast_tokenizer(directory):  # skips AutoTokenizer's config and class lookups (~0.5 s)
+    if generic:  # skips AutoTokenizer's config and class lookups (~0.5 s)
         try:
             return PreTrainedTokenizerFast.from_pretrained(str(directory), local_files_only=True,
                                                            trust_remote_code=False)
@@ -323,20 +341,28 @@ def load_model(spec: str | ModelSpec | None, *, device: Any = None, dtype: Any =
                native: bool | None = None) -> LoadedModel:
     """Load an in-process model from a spec string; raises ModelLoadError (one line).
 
-    transformers' "Loading weights" progress bar is off while it loads: on stderr it would land
+    When transformers loads, its "Loading weights" progress bar is off: on stderr it would land
     in the middle of `clover run`'s output and under the TUI's screen (callers that load for
     long show their own progress). The setting is restored afterwards. Whatever transformers
     prints while loading goes to stderr. offline: never download an `hf:` spec (as
     HF_HUB_OFFLINE=1 does). native: run Qwen3/Qwen2-shaped checkpoints on our own module
-    (engine/models/qwen.py, no transformers modelling code); None: unless CLOVER_NATIVE_MODELS=0."""
+    (engine/models/qwen.py, no transformers modelling code) and the tokenizer on the `tokenizers`
+    library (engine/tokenizer.py); None: unless CLOVER_NATIVE_MODELS=0. Neither imports transformers."""
+    with contextlib.redirect_stdout(sys.stderr):
+        return _load_spec(spec, device=device, dtype=dtype, block_size=block_size,
+                          offline=offline, native=native)
+
+
+@contextlib.contextmanager
+def _quiet_transformers():
+    """transformers' progress bars off while it loads (see load_model), restored afterwards;
+    imports transformers, so only the paths that use it enter this."""
     from transformers.utils import logging as hf_logging
 
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:
-        with contextlib.redirect_stdout(sys.stderr):
-            return _load_spec(spec, device=device, dtype=dtype, block_size=block_size,
-                              offline=offline, native=native)
+        yield
     finally:
         if bars:
             hf_logging.enable_progress_bar()

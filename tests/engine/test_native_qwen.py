@@ -128,11 +128,11 @@ def test_missing_or_misshaped_tensor_is_one_line(tiny_dirs, tmp_path):
 
 
 def test_generic_tokenizer_skips_autotokenizer_and_encodes_the_same():
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+    from transformers import AutoTokenizer
 
     lm = load_model("tiny")
     auto = AutoTokenizer.from_pretrained(str(bundled_tiny_dir()), local_files_only=True)
-    assert type(lm.tokenizer) is PreTrainedTokenizerFast or type(lm.tokenizer) is type(auto)
+    assert type(lm.tokenizer).__name__ == "CheckpointTokenizer"  # engine/tokenizer.py, no transformers
     text = "def add(a, b):\n    return a + b <|im_end|> héllo"
     assert lm.tokenizer.encode(text) == auto.encode(text)
     assert lm.tokenizer.chat_template == auto.chat_template
