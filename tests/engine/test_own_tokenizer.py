@@ -239,11 +239,19 @@ def test_tokenizer_load_imports_no_transformers():
     assert "transformers" not in mods
 
 
-@pytest.mark.xfail(strict=False, reason="engine/runtime.py's KV cache and the models' PretrainedConfig still "
-                                        "import transformers; they are being removed separately")
-def test_load_tiny_imports_no_transformers():
-    assert "transformers" not in _modules_after("from clover_cli.engine.loader import load_model\n"
-                                                "load_model('tiny')")
+def test_load_and_decode_tiny_import_no_transformers():
+    """The whole bundled-model path (load, a decode, the agent's backend over it) runs on our own
+    network, cache and tokenizer: transformers is never imported (docs/engine.md, "Startup")."""
+    mods = _modules_after("from clover_cli.engine.loader import load_model\n"
+                          "from clover_cli.engine.engine import Engine\n"
+                          "from clover_cli.engine.config import GenerationConfig\n"
+                          "lm = load_model('tiny')\n"
+                          "r = Engine(lm).generate(lm.encode(lm.render_chat([{'role': 'user', 'content': 'hi'}])),\n"
+                          "                        GenerationConfig(max_new_tokens=8))\n"
+                          "assert r.stats.forwards > 0\n"
+                          "from clover_cli.agent.backends import make_backend\n"
+                          "make_backend('tiny')")
+    assert "transformers" not in mods and "torch" in mods
 
 
 def test_loaded_tiny_model_works_with_it():
