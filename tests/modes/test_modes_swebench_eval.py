@@ -6,7 +6,7 @@ import json
 import sys
 
 import swe_cases as sc
-from modes_helpers import clover, clover_env, run
+from modes_helpers import clover_in_process
 from clover_cli.modes.envs import ensure_env, env_key
 from clover_cli.modes.evalbatch import cached_evaluation, docker_command
 from clover_cli.modes.evaluate import EvalOptions, evaluate_prediction
@@ -55,7 +55,7 @@ def test_verdict_cache_is_keyed_by_patch_environment_and_command(tmp_path):
     assert "cached" not in redo
 
 
-def test_evaluate_only_over_an_existing_predictions_file(tmp_path):
+def test_evaluate_only_over_an_existing_predictions_file(tmp_path, monkeypatch):
     repos = tmp_path / "repos"
     clone = repos / "pallets__flask"
     base = sc.make_repo(clone)
@@ -71,9 +71,10 @@ def test_evaluate_only_over_an_existing_predictions_file(tmp_path):
                "pallets__flask-3": ""}
     preds.write_text("".join(json.dumps({"instance_id": k, "model_name_or_path": "m", "model_patch": v}) + "\n"
                              for k, v in patches.items()))
-    proc = clover("swebench", "evaluate", "--predictions", str(preds), "--instances",
-                  str(tmp_path / "instances.json"), "--repos-dir", str(repos), "--python", sys.executable,
-                  cwd=tmp_path, timeout=300)
+    monkeypatch.chdir(tmp_path)
+    proc = clover_in_process("swebench", "evaluate", "--predictions", str(preds), "--instances",
+                             str(tmp_path / "instances.json"), "--repos-dir", str(repos),
+                             "--python", sys.executable)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads((tmp_path / "preds.report.json").read_text())
     verdicts = {k: v["evaluation"]["verdict"] for k, v in report["instances"].items()}
@@ -82,27 +83,28 @@ def test_evaluate_only_over_an_existing_predictions_file(tmp_path):
     assert "empty patch" in report["instances"]["pallets__flask-3"]["evaluation"]["reason"]
     assert "resolved 1, unresolved 2, error 0 of 3; total time" in proc.stderr
     assert (tmp_path / "preds.eval-logs").is_dir()
-    again = clover("swebench", "evaluate", "--predictions", str(preds), "--instances",
-                   str(tmp_path / "instances.json"), "--repos-dir", str(repos), "--python", sys.executable,
-                   cwd=tmp_path, timeout=300)
+    again = clover_in_process("swebench", "evaluate", "--predictions", str(preds), "--instances",
+                              str(tmp_path / "instances.json"), "--repos-dir", str(repos),
+                              "--python", sys.executable)
     report = json.loads((tmp_path / "preds.report.json").read_text())
     assert report["instances"]["pallets__flask-1"]["evaluation"]["cached"] is True, again.stderr
 
 
-def test_docker_mode_says_clearly_what_is_missing(tmp_path):
+def test_docker_mode_says_clearly_what_is_missing(tmp_path, monkeypatch):
     preds = tmp_path / "preds.jsonl"
     preds.write_text("")
     (tmp_path / "i.jsonl").write_text("")
     (tmp_path / "empty-bin").mkdir()
-    env = {**clover_env(), "PATH": str(tmp_path / "empty-bin")}       # no docker on PATH, surely
-    proc = run([sys.executable, "-m", "clover_cli.cli", "swebench", "evaluate", "--predictions", str(preds),
-                "--instances", str(tmp_path / "i.jsonl"), "--evaluate", "docker"], tmp_path, check=False, env=env)
+    empty = str(tmp_path / "empty-bin")                                # no docker on PATH, surely
+    monkeypatch.chdir(tmp_path)
+    proc = clover_in_process("swebench", "evaluate", "--predictions", str(preds),
+                             "--instances", str(tmp_path / "i.jsonl"), "--evaluate", "docker", path=empty)
     assert proc.returncode == 2 and "--evaluate docker needs" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     (tmp_path / "idle.json").write_text(json.dumps({"completions": ["Nothing."]}))
-    gen = run([sys.executable, "-m", "clover_cli.cli", "swebench", "--instances", str(tmp_path / "i.jsonl"),
-               "--output", str(tmp_path / "out.jsonl"), "--model", f"replay:{tmp_path / 'idle.json'}",
-               "--evaluate", "docker"], tmp_path, check=False, env=env)
+    gen = clover_in_process("swebench", "--instances", str(tmp_path / "i.jsonl"),
+                            "--output", str(tmp_path / "out.jsonl"), "--model", f"replay:{tmp_path / 'idle.json'}",
+                            "--evaluate", "docker", path=empty)
     assert gen.returncode == 2 and "--evaluate docker needs" in gen.stderr, gen.stderr
     assert not (tmp_path / "out.jsonl").exists()                       # refused before any agent ran
     argv = docker_command(preds, "princeton-nlp/SWE-bench_Verified", "r1", 2, ["a__b-1"])
