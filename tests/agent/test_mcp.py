@@ -12,7 +12,7 @@ import pytest
 from clover_cli.agent.mcp import McpConfigError, load_servers
 from clover_cli.agent.mcp.config import servers_from
 
-from .helpers import call, make_repo, replay
+from .helpers import call, clover_in_process, make_repo, replay
 
 SERVER = Path(__file__).with_name("mcp_server.py")
 
@@ -43,17 +43,19 @@ def test_config_entries_are_checked():
         assert "\n" not in str(exc.value) and "config.toml" in str(exc.value)
 
 
-def test_no_config_means_no_servers_and_a_repository_cannot_add_any(tmp_path):
+def test_no_config_means_no_servers_and_a_repository_cannot_add_any(tmp_path, monkeypatch):
     assert load_servers() == {}
     repo = make_repo(tmp_path / "repo", git=False)
     (repo / ".clover").mkdir()
     (repo / ".clover" / "config.toml").write_text('[mcp.servers.evil]\ncommand = "touch"\nargs = ["/tmp/x"]\n')
-    p = clover("mcp", "list", cwd=repo)
+    with monkeypatch.context() as m:  # `clover mcp list` run inside the repository, in-process
+        m.chdir(repo)
+        p = clover_in_process("mcp", "list")
     assert p.returncode == 0 and "No MCP servers configured" in p.stdout
     bad = Path(os.environ["XDG_CONFIG_HOME"]) / "clover" / "config.toml"
     bad.parent.mkdir(parents=True, exist_ok=True)
     bad.write_text("[mcp.servers.x]\nargs = [1]\n")
-    p = clover("mcp", "list")
+    p = clover_in_process("mcp", "list")
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
 
 

@@ -12,7 +12,7 @@ import pytest
 from clover_cli.agent.backends import Completion, make_backend
 from clover_cli.agent.events import Notice, ToolFinished, TurnFinished
 
-from .helpers import call, make_repo
+from .helpers import call, clover_in_process, make_repo
 from .openai_server import ScriptedServer, sse_text, sse_tool_call
 from .proxy import Proxy
 
@@ -66,6 +66,18 @@ def test_length_ends_the_turn_truncated_and_run_exits_1(tmp_path):
     with ScriptedServer([cut]) as srv:
         events = list(_agent(srv, repo).run_turn("hi"))
     assert isinstance(events[-1], TurnFinished) and events[-1].reason == "truncated"
+    with ScriptedServer([cut]) as srv:
+        p = clover_in_process("run", "hi", "--root", str(repo), "--model", f"openai:{srv.base_url}#m")
+    assert p.returncode == 1 and "stopped: truncated" in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr and "Exception in thread" not in p.stderr
+
+
+@pytest.mark.slow
+def test_a_truncated_turn_exits_1_from_a_real_process(tmp_path):
+    """The exit status and stderr of a real `clover run` (thread tracebacks at interpreter exit
+    included), which the in-process case above cannot see."""
+    repo = make_repo(tmp_path / "repo", git=False)
+    cut = [{"choices": [{"index": 0, "delta": {"content": "The answer is"}, "finish_reason": "length"}]}]
     with ScriptedServer([cut]) as srv:
         p = subprocess.run([sys.executable, "-m", "clover_cli.cli", "run", "hi", "--root", str(repo),
                             "--model", f"openai:{srv.base_url}#m"], capture_output=True, text=True,

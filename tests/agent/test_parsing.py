@@ -169,7 +169,9 @@ def test_parsing_stays_linear_on_adversarial_text():
              "<tool_call>" * 50000,
              "<tool_call><function=f><parameter=a>" + " " * 200000 + "x"]
     for text in texts:
-        started = time.monotonic()
+        # CPU time, not wall time: a loaded 2-core machine once took 4.5 s of wall time for a
+        # 1.2 s CPU parse (still linear); the quadratic rescans this guards against cost 10-20 s
+        started = time.process_time()
         r = parse_tool_calls(text)
-        assert time.monotonic() - started < 3, text[:60]
+        assert time.process_time() - started < 3, text[:60]
         assert r.calls or r.errors

@@ -182,9 +182,10 @@ def test_run_second_ctrl_c_exits_130(tmp_path):
     assert "cancelling" in err and "interrupted" in err
 
 
-def test_run_and_fix_take_defaults_from_the_project_config(tmp_path):
+def test_run_and_fix_take_defaults_from_the_project_config(tmp_path, monkeypatch):
     """A trusted repository's `.clover/config.toml` sets the model (and for run a lower approval)
     when the command line does not; a `test_cmd` there no longer makes the config unreadable; a bad file is exit 2."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")  # the toy project's pytest needs no plugins
     repo = make_repo(tmp_path / "repo", git=False)
     spec = replay(tmp_path, [call("write_file", path="new.txt", content="x"), "Wrote it."])
     conf = repo / ".clover" / "config.toml"

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 from clover_cli.trust import TrustStore
 
-from .helpers import call, make_repo, replay
+from .helpers import call, clover_in_process, make_repo, replay
 from .openai_server import ScriptedServer
 
 
 def clover(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "clover_cli.cli", *args], capture_output=True,
-                          text=True, timeout=120, env=env)
+    """`clover ARGS` in-process; `env`: the variables to set for the call."""
+    return clover_in_process(*args, env=env)
 
 
 def test_shipped_yolo_and_remote_model_do_nothing(tmp_path):
@@ -24,7 +22,7 @@ def test_shipped_yolo_and_remote_model_do_nothing(tmp_path):
     user_conf = tmp_path / "xdg-config" / "clover" / "config.toml"
     user_conf.parent.mkdir(parents=True)
     user_conf.write_text(f'model = "{user_model}"\n')
-    env = {**os.environ, "XDG_CONFIG_HOME": str(user_conf.parent.parent), "OPENAI_API_KEY": "sk-secret"}
+    env = {"XDG_CONFIG_HOME": str(user_conf.parent.parent), "OPENAI_API_KEY": "sk-secret"}
     with ScriptedServer([]) as server:
         (repo / ".clover").mkdir()
         (repo / ".clover" / "config.toml").write_text(

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
+from click.testing import CliRunner
+
+from clover_cli.cli import cli
 from clover_cli.training.bench import agreement, code_parses
 
 
@@ -14,10 +15,10 @@ def test_bench_json_has_every_field(tiny_dirs, tmp_path):
         "code": ["def f(x):\n", "import os\n"],
         "agent": [{"request": "Where is parse_header defined?", "tool": ["grep"], "arg": "parse_header"}],
     }))
-    out = subprocess.run([sys.executable, "-m", "clover_cli.cli", "bench", "--model", str(tiny_dirs["clover"]),
-                          "--prompts", str(prompts), "--thresholds", "0.95,0.5", "--max-new-tokens", "12",
-                          "--json"], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
+    out = CliRunner().invoke(cli, ["bench", "--model", str(tiny_dirs["clover"]), "--prompts", str(prompts),
+                                   "--thresholds", "0.95,0.5", "--max-new-tokens", "12", "--json"],
+                             prog_name="clover")  # in-process: no second torch import
+    assert out.exit_code == 0 and out.exception is None, (out.stderr, out.exception)
     report = json.loads(out.stdout)
     assert report["model"] == "clover" and report["prompts"] == 3
     assert report["ar"]["tpf"] == 1.0 and report["ar"]["agreement_with_ar"] == 1.0

@@ -86,7 +86,7 @@ def test_synthetic_calls_are_valid(tok):
         validate_args(parsed.calls[0].name, parsed.calls[0].arguments)
 
 
-def test_run_the_tests_transcripts(tmp_path, tok):
+def test_run_the_tests_transcripts(tmp_path, tok, monkeypatch):
     """'run the tests' transcripts: a generated repository, the real pytest run through
     run_shell, and an answer quoting the run's summary (and the first failing test)."""
     import re
@@ -95,9 +95,12 @@ def test_run_the_tests_transcripts(tmp_path, tok):
     from clover_cli.training import transcripts
     from clover_cli.tools.registry import validate_args
 
-    recs = list(transcripts.generate(tmp_path / "t.jsonl", 10, seed=5, p_tests=1.0,
+    # each record is a real pytest run (seconds): seed 0's first three already hold a failing
+    # and a passing run; the toy repositories need no plugins (3x faster child pytest)
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    recs = list(transcripts.generate(tmp_path / "t.jsonl", 3, seed=0, p_tests=1.0,
                                      cache=tmp_path / "repos"))
-    assert len(recs) == 10
+    assert len(recs) == 3
     outcomes = set()
     for rec in recs:
         assert rec["kind"] == "tests" and rec["tool"] == "run_shell"

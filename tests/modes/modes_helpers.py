@@ -95,10 +95,11 @@ def sigint_default() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def clover_in_process(*args):
-    """`clover ARGS` in-process through click's CliRunner, with clover_env()'s PATH and pytest
-    settings: a finished-process-like (returncode, stdout, stderr); an escaping exception shows up
-    in stderr as a traceback, as it would in a real process. Paths in ARGS must be absolute."""
+def clover_in_process(*args, path: str | None = None):
+    """`clover ARGS` in-process through click's CliRunner, with clover_env()'s PATH (or `path`)
+    and pytest settings: a finished-process-like (returncode, stdout, stderr); an escaping
+    exception shows up in stderr as a traceback, as it would in a real process. Paths in ARGS
+    must be absolute."""
     import traceback
     from types import SimpleNamespace
 
@@ -108,6 +109,8 @@ def clover_in_process(*args):
 
     env = {k: v for k, v in clover_env().items()
            if k in ("PATH", "PYTHONDONTWRITEBYTECODE", "PYTEST_DISABLE_PLUGIN_AUTOLOAD")}
+    if path is not None:
+        env["PATH"] = path
     result = CliRunner().invoke(cli, list(args), prog_name="clover", env={**env, "PYTEST_ADDOPTS": None})
     stderr = result.stderr
     if result.exception is not None and not isinstance(result.exception, SystemExit):

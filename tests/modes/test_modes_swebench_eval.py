@@ -5,15 +5,42 @@ import io
 import json
 import sys
 
+import pytest
+
 import swe_cases as sc
-from modes_helpers import clover, clover_env, run
+from modes_helpers import clover_in_process
 from clover_cli.modes.envs import ensure_env, env_key
 from clover_cli.modes.evalbatch import cached_evaluation, docker_command
 from clover_cli.modes.evaluate import EvalOptions, evaluate_prediction
 from clover_cli.modes.specs import EvalSpec, spec_for
 
 
-def test_environment_is_built_once_per_repo_and_version_and_one_without_pytest_is_an_error(tmp_path):
+def _pipless(real_run):
+    """_Builder.run making the virtual environment without pip (seconds less): the builder's
+    own choice of interpreter, folder and log is unchanged."""
+    def run(self, argv, cwd=None, timeout=3600):
+        if argv[1:3] == ["-m", "venv"]:
+            argv = [*argv[:3], "--without-pip", *argv[3:]]
+        elif argv[1:2] == ["venv"]:
+            argv = [a for a in argv if a != "--seed"]
+        return real_run(self, argv, cwd, timeout)
+    return run
+
+
+def test_environment_is_built_once_per_repo_and_version_and_one_without_pytest_is_an_error(
+        tmp_path, monkeypatch):
+    from clover_cli.modes import envs
+
+    monkeypatch.setattr(envs._Builder, "run", _pipless(envs._Builder.run))
+    _built_once_and_no_pytest_is_an_error(tmp_path)
+
+
+@pytest.mark.slow
+def test_a_real_environment_with_pip_is_built_once_and_one_without_pytest_is_an_error(tmp_path):
+    _built_once_and_no_pytest_is_an_error(tmp_path)
+
+
+def _built_once_and_no_pytest_is_an_error(tmp_path):
     clone = tmp_path / "pallets__flask"
     base = sc.make_repo(clone)
     inst = sc.instance(base, clone, version="0.0-test")       # no official spec: the built-in one
@@ -35,7 +62,9 @@ def test_environment_is_built_once_per_repo_and_version_and_one_without_pytest_i
     assert ev["verdict"] == "error" and "has no pytest" in ev["error"], ev
 
 
-def test_verdict_cache_is_keyed_by_patch_environment_and_command(tmp_path):
+def test_verdict_cache_is_keyed_by_patch_environment_and_command(tmp_path, monkeypatch):
+    from clover_cli.modes import evalbatch
+
     clone = tmp_path / "pallets__flask"
     base = sc.make_repo(clone)
     inst = sc.instance(base, clone)
@@ -43,19 +72,24 @@ def test_verdict_cache_is_keyed_by_patch_environment_and_command(tmp_path):
     gold = sc.gold_patch(clone)
     first = cached_evaluation(None, clone, inst, gold, tmp_path / "w", opts)
     assert first["verdict"] == "resolved" and "cached" not in first and first["cache_key"]
+    # past the one real run, a recording stand-in evaluates: the cache's decisions are the point
+    ran = []
+    monkeypatch.setattr(evalbatch, "evaluate_prediction",
+                        lambda *a, **k: ran.append(a[2]) or {"verdict": "unresolved"})
     same = cached_evaluation(first, clone, inst, gold, tmp_path / "w", opts)
-    assert same["cached"] is True and same["cache_key"] == first["cache_key"]
+    assert same["cached"] is True and same["cache_key"] == first["cache_key"] and ran == []
     other_cmd = EvalOptions(python=sys.executable, log_dir=tmp_path / "logs",
                             test_cmd="pytest -rA -p no:cacheprovider")
     fresh = cached_evaluation(first, clone, inst, gold, tmp_path / "w", other_cmd)
-    assert "cached" not in fresh and fresh["cache_key"] != first["cache_key"]
+    assert "cached" not in fresh and fresh["cache_key"] != first["cache_key"] and ran == [gold]
     other_patch = cached_evaluation(first, clone, inst, sc.drifted_patch(), tmp_path / "w", opts)
-    assert "cached" not in other_patch
+    assert "cached" not in other_patch and other_patch["cache_key"] != first["cache_key"]
+    assert ran == [gold, sc.drifted_patch()]
     redo = cached_evaluation(first, clone, inst, gold, tmp_path / "w", opts, redo=True)
-    assert "cached" not in redo
+    assert "cached" not in redo and redo["cache_key"] == first["cache_key"] and len(ran) == 3
 
 
-def test_evaluate_only_over_an_existing_predictions_file(tmp_path):
+def test_evaluate_only_over_an_existing_predictions_file(tmp_path, monkeypatch):
     repos = tmp_path / "repos"
     clone = repos / "pallets__flask"
     base = sc.make_repo(clone)
@@ -71,9 +105,10 @@ def test_evaluate_only_over_an_existing_predictions_file(tmp_path):
                "pallets__flask-3": ""}
     preds.write_text("".join(json.dumps({"instance_id": k, "model_name_or_path": "m", "model_patch": v}) + "\n"
                              for k, v in patches.items()))
-    proc = clover("swebench", "evaluate", "--predictions", str(preds), "--instances",
-                  str(tmp_path / "instances.json"), "--repos-dir", str(repos), "--python", sys.executable,
-                  cwd=tmp_path, timeout=300)
+    monkeypatch.chdir(tmp_path)
+    proc = clover_in_process("swebench", "evaluate", "--predictions", str(preds), "--instances",
+                             str(tmp_path / "instances.json"), "--repos-dir", str(repos),
+                             "--python", sys.executable)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads((tmp_path / "preds.report.json").read_text())
     verdicts = {k: v["evaluation"]["verdict"] for k, v in report["instances"].items()}
@@ -82,27 +117,28 @@ def test_evaluate_only_over_an_existing_predictions_file(tmp_path):
     assert "empty patch" in report["instances"]["pallets__flask-3"]["evaluation"]["reason"]
     assert "resolved 1, unresolved 2, error 0 of 3; total time" in proc.stderr
     assert (tmp_path / "preds.eval-logs").is_dir()
-    again = clover("swebench", "evaluate", "--predictions", str(preds), "--instances",
-                   str(tmp_path / "instances.json"), "--repos-dir", str(repos), "--python", sys.executable,
-                   cwd=tmp_path, timeout=300)
+    again = clover_in_process("swebench", "evaluate", "--predictions", str(preds), "--instances",
+                              str(tmp_path / "instances.json"), "--repos-dir", str(repos),
+                              "--python", sys.executable)
     report = json.loads((tmp_path / "preds.report.json").read_text())
     assert report["instances"]["pallets__flask-1"]["evaluation"]["cached"] is True, again.stderr
 
 
-def test_docker_mode_says_clearly_what_is_missing(tmp_path):
+def test_docker_mode_says_clearly_what_is_missing(tmp_path, monkeypatch):
     preds = tmp_path / "preds.jsonl"
     preds.write_text("")
     (tmp_path / "i.jsonl").write_text("")
     (tmp_path / "empty-bin").mkdir()
-    env = {**clover_env(), "PATH": str(tmp_path / "empty-bin")}       # no docker on PATH, surely
-    proc = run([sys.executable, "-m", "clover_cli.cli", "swebench", "evaluate", "--predictions", str(preds),
-                "--instances", str(tmp_path / "i.jsonl"), "--evaluate", "docker"], tmp_path, check=False, env=env)
+    empty = str(tmp_path / "empty-bin")                                # no docker on PATH, surely
+    monkeypatch.chdir(tmp_path)
+    proc = clover_in_process("swebench", "evaluate", "--predictions", str(preds),
+                             "--instances", str(tmp_path / "i.jsonl"), "--evaluate", "docker", path=empty)
     assert proc.returncode == 2 and "--evaluate docker needs" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     (tmp_path / "idle.json").write_text(json.dumps({"completions": ["Nothing."]}))
-    gen = run([sys.executable, "-m", "clover_cli.cli", "swebench", "--instances", str(tmp_path / "i.jsonl"),
-               "--output", str(tmp_path / "out.jsonl"), "--model", f"replay:{tmp_path / 'idle.json'}",
-               "--evaluate", "docker"], tmp_path, check=False, env=env)
+    gen = clover_in_process("swebench", "--instances", str(tmp_path / "i.jsonl"),
+                            "--output", str(tmp_path / "out.jsonl"), "--model", f"replay:{tmp_path / 'idle.json'}",
+                            "--evaluate", "docker", path=empty)
     assert gen.returncode == 2 and "--evaluate docker needs" in gen.stderr, gen.stderr
     assert not (tmp_path / "out.jsonl").exists()                       # refused before any agent ran
     argv = docker_command(preds, "princeton-nlp/SWE-bench_Verified", "r1", 2, ["a__b-1"])

@@ -4,8 +4,6 @@ that fails halfway rolls back and leaves no checkpoint behind."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -14,6 +12,7 @@ from clover_cli.tools.checkpoints import CheckpointStore
 from clover_cli.tools.registry import run_tool
 
 from .conftest import snapshot
+from .in_process import clover
 
 
 def _two_file_checkpoint(root):
@@ -76,8 +75,7 @@ def test_damaged_checkpoint_restores_nothing(plain_dir, damage):
 def test_clover_undo_exits_nonzero_on_a_truncated_blob(plain_dir):
     _, cp_dir = _two_file_checkpoint(plain_dir)
     _damage_truncated(cp_dir)
-    res = subprocess.run([sys.executable, "-m", "clover_cli.cli", "undo", "--root", str(plain_dir)],
-                         capture_output=True, text=True, timeout=60)
+    res = clover("undo", "--root", str(plain_dir))
     assert res.returncode == 1 and "truncated" in res.stderr and "Traceback" not in res.stderr
     assert (plain_dir / "a.txt").read_text() == "a2\n" and (plain_dir / "b.txt").read_text() == "b2\n"
 

@@ -2,14 +2,13 @@
 without touching the user's branches, index or stash; refusing to overwrite later user edits."""
 from __future__ import annotations
 
-import subprocess
-import sys
 
 from clover_cli.tools.checkpoints import CheckpointStore
 from clover_cli.tools.gitutil import diff_against, status
 from clover_cli.tools.registry import run_tool
 
 from .conftest import commit_all, git, snapshot
+from .in_process import clover
 
 
 def _edit_sequence(root):
@@ -86,12 +85,12 @@ def test_undo_cli(plain_dir):
     (plain_dir / "f.txt").write_text("v1\n")
     assert run_tool("write_file", {"path": "f.txt", "content": "v2\n"}, plain_dir).ok
     (plain_dir / "f.txt").write_text("v3 by user\n")
-    cmd = [sys.executable, "-m", "clover_cli.cli", "undo", "--root", str(plain_dir)]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    cmd = ["undo", "--root", str(plain_dir)]
+    res = clover(*cmd)
     assert res.returncode == 1 and "--force" in res.stderr
     assert (plain_dir / "f.txt").read_text() == "v3 by user\n"
-    res = subprocess.run(cmd + ["--force"], capture_output=True, text=True, timeout=60)
+    res = clover(*cmd, "--force")
     assert res.returncode == 0 and "restored f.txt" in res.stdout
     assert (plain_dir / "f.txt").read_text() == "v1\n"
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    res = clover(*cmd)
     assert res.returncode == 1 and "Nothing to undo" in res.stderr

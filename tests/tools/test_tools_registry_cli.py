@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,12 +10,9 @@ from clover_cli.tools.registry import (TOOL_NAMES, ToolArgumentError, is_writing
                                        planned_writes, preview, run_tool, tool_schemas,
                                        validate_args)
 
+from .in_process import clover
+
 PROMPTS = Path(__file__).resolve().parents[2] / "prompts" / "tools"
-
-
-def clover(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "clover_cli.cli", *args], capture_output=True,
-                          text=True, timeout=120)
 
 
 def test_schemas_come_from_prompt_files():
