@@ -17,13 +17,30 @@ def _isolated_user_config(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # no test downloads a model (engine/hub.py)
 
 
+TINY_KINDS = {"clover": 12.0, "fast_dllm_v2": 12.0, "sdar": 12.0, "ar": 1.0, "ar_llama": 1.0,
+              "hybrid": 12.0}  # kind -> logit_scale
+
+
+class _TinyCheckpoints(dict):
+    """kind -> checkpoint directory, each built the first time a test asks for it (a run of a
+    few tests, or one xdist worker, builds only the kinds its tests use)."""
+
+    def __init__(self, root):
+        super().__init__()
+        self.root = root
+
+    def __missing__(self, kind: str):
+        if kind not in TINY_KINDS:
+            raise KeyError(kind)
+        self[kind] = build_tiny_checkpoint(self.root / kind, kind, block_size=8 if kind != "sdar" else 4,
+                                           logit_scale=TINY_KINDS[kind])
+        return self[kind]
+
+    def items(self):
+        return [(kind, self[kind]) for kind in TINY_KINDS]
+
+
 @pytest.fixture(scope="session")
 def tiny_dirs(tmp_path_factory):
     """kind -> checkpoint directory; logit_scale makes confidences peaked like a trained model."""
-    root = tmp_path_factory.mktemp("tiny")
-    made = {}
-    for kind, scale in [("clover", 12.0), ("fast_dllm_v2", 12.0), ("sdar", 12.0), ("ar", 1.0),
-                        ("ar_llama", 1.0), ("hybrid", 12.0)]:
-        made[kind] = build_tiny_checkpoint(root / kind, kind, block_size=8 if kind != "sdar" else 4,
-                                           logit_scale=scale)
-    return made
+    return _TinyCheckpoints(tmp_path_factory.mktemp("tiny"))
