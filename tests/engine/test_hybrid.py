@@ -73,8 +73,10 @@ def test_denoise_steps_leave_committed_state_bitwise_unchanged(hybrid):
     assert not all(torch.equal(a, b) for a, b in zip(before, _state(cache)))
 
 
-@pytest.mark.parametrize("block_size", [None, 1], ids=["blocks", "ar_mode"])
-@pytest.mark.parametrize("n", [13, 16])
+# a prompt inside a block (13) and on its end (16); in AR mode (blocks of 1) every prompt ends on
+# a block, so one length shows it (each AR case is 2 x 26 forwards)
+@pytest.mark.parametrize("n,block_size", [(13, None), (16, None), (13, 1)],
+                         ids=["13-blocks", "16-blocks", "13-ar_mode"])
 def test_hybrid_fused_commit_equals_separate_forward(hybrid, n, block_size):
     prompt = _prompt(n)
     cfg = GenerationConfig(max_new_tokens=26, threshold=0.5, block_size=block_size)
@@ -128,25 +130,15 @@ def test_hybrid_chunked_prefill_equals_one_shot(hybrid):
     assert one.token_ids == chunked.token_ids
 
 
-def _clover(*args):
-    """`clover ARGS` in-process (click's CliRunner): the CLI's logic without a torch import per call."""
-    from click.testing import CliRunner
-
-    from clover_cli.cli import cli
-
-    result = CliRunner().invoke(cli, list(args), prog_name="clover")
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    return result
-
-
-def test_generate_and_bench_cli_on_a_hybrid(tiny_dirs, tmp_path):
-    out = _clover("generate", "--model", str(tiny_dirs["hybrid"]), "--raw", "--json", "--prompt",
+def test_generate_and_bench_cli_on_a_hybrid(tiny_dirs, tmp_path, clover):
+    """In-process (the `clover` fixture, tests/engine/conftest.py)."""
+    out = clover("generate", "--model", str(tiny_dirs["hybrid"]), "--raw", "--json", "--prompt",
                   "def f(x):", "--max-new-tokens", "10")
     assert out.exit_code == 0, out.stderr
     assert len(json.loads(out.stdout)["token_ids"]) == 10
     prompts = tmp_path / "p.json"
     prompts.write_text(json.dumps({"code": ["def f(x):\n"], "agent": []}))
-    out = _clover("bench", "--model", str(tiny_dirs["hybrid"]), "--prompts", str(prompts),
+    out = clover("bench", "--model", str(tiny_dirs["hybrid"]), "--prompts", str(prompts),
                   "--thresholds", "0.9", "--max-new-tokens", "8", "--json")
     assert out.exit_code == 0, out.stderr
     report = json.loads(out.stdout)

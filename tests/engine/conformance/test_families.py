@@ -78,12 +78,17 @@ def test_fast_dllm_v2_matches_its_reference(fast, threshold, n, seed):
 
 def test_the_cases_are_not_vacuous(sdar, fast):
     """EOS-prone weights: some generations end on a stop token inside the budget, some run to
-    the budget; Fast-dLLM's carried first token and generation_config's extra EOS both occur."""
+    the budget; Fast-dLLM's carried first token and generation_config's extra EOS both occur.
+    Shown on the fewest cases that show it (each decode over the real vocabulary costs seconds):
+    SDAR (12, 0) stops after 7 tokens, in its second block, (12, 1) runs to the budget; Fast-dLLM
+    (64, 1) opens on the token carried from a block-aligned prefill and stops, (45, 3) runs to the
+    budget in its second block, which a carried token opens, with 151643 passed through."""
     ends = [Engine(sdar[1]).generate(_prompt(n, s), GenerationConfig(max_new_tokens=23)).finish_reason
-            for n, s in CASES]
+            for n, s in [(12, 0), (12, 1)]]
     assert "eos" in ends and "length" in ends
+    assert {(12, 0), (12, 1)} <= set(CASES)  # cases the reference test decodes
     fast = [Engine(fast[1]).generate(_prompt(n, s), GenerationConfig(max_new_tokens=50))
-            for n, s in [(10, 0), (32, 0), (40, 1), (64, 1), (7, 2), (45, 3)]]
+            for n, s in [(64, 1), (45, 3)]]
     assert {r.finish_reason for r in fast} == {"eos", "length"}
     assert any(151643 in r.token_ids for r in fast)  # the extra EOS passed through, not a stop
     assert any(len(r.stats.steps_per_block) == 2 for r in fast)  # the budget ends in block 2
