@@ -341,10 +341,10 @@ def load_model(spec: str | ModelSpec | None, *, device: Any = None, dtype: Any =
                native: bool | None = None) -> LoadedModel:
     """Load an in-process model from a spec string; raises ModelLoadError (one line).
 
-    When transformers loads, its "Loading weights" progress bar is off: on stderr it would land
-    in the middle of `clover run`'s output and under the TUI's screen (callers that load for
-    long show their own progress). The setting is restored afterwards. Whatever transformers
-    prints while loading goes to stderr. offline: never download an `hf:` spec (as
+    When transformers loads, its "Loading weights" progress bar is off and its log shows errors
+    only: on stderr they would land in the middle of `clover run`'s output and under the TUI's
+    screen (callers that load for long show their own progress). The settings are restored
+    afterwards. Whatever transformers prints while loading goes to stderr. offline: never download an `hf:` spec (as
     HF_HUB_OFFLINE=1 does). native: run Qwen3/Qwen2-shaped checkpoints on our own module
     (engine/models/qwen.py, no transformers modelling code) and the tokenizer on the `tokenizers`
     library (engine/tokenizer.py); None: unless CLOVER_NATIVE_MODELS=0. Neither imports transformers."""
@@ -355,15 +355,18 @@ def load_model(spec: str | ModelSpec | None, *, device: Any = None, dtype: Any =
 
 @contextlib.contextmanager
 def _quiet_transformers():
-    """transformers' progress bars off while it loads (see load_model), restored afterwards;
-    imports transformers, so only the paths that use it enter this."""
+    """transformers' progress bars off and its log at errors only while it loads (see
+    load_model), both restored afterwards; imports transformers, so only the paths that use it
+    enter this."""
     from transformers.utils import logging as hf_logging
 
-    bars = hf_logging.is_progress_bar_enabled()
+    bars, level = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
     hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
     try:
         yield
     finally:
+        hf_logging.set_verbosity(level)
         if bars:
             hf_logging.enable_progress_bar()
 

@@ -10,14 +10,18 @@ from clover_cli.engine.config import DEFAULT_THRESHOLD
 
 
 def quiet_transformers() -> None:
-    """Silence progress bars and advisory warnings on our users' terminals."""
+    """Silence advisory warnings, and transformers' progress bars and log when a model loaded
+    through it, on our users' terminals for the rest of the command. A model that does not need
+    transformers (the bundled one: our own network and tokenizer) does not import it for this."""
     import warnings
 
+    warnings.filterwarnings("ignore", category=UserWarning)
+    if "transformers" not in sys.modules:
+        return
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
-    warnings.filterwarnings("ignore", category=UserWarning)
 
 
 def parse_spec_or_exit(spec):
@@ -38,12 +42,13 @@ def load_or_exit(spec, **kwargs):
     from clover_cli.engine.loader import ModelLoadError, load_model
 
     parsed = parse_spec_or_exit(spec)
-    quiet_transformers()
     try:
-        return load_model(parsed, **kwargs)
+        lm = load_model(parsed, **kwargs)  # quiet while it loads (engine/loader.py)
     except ModelLoadError as exc:
         click.echo(f"clover: error: {exc}", err=True)
         sys.exit(2)
+    quiet_transformers()
+    return lm
 
 
 @click.command("generate")

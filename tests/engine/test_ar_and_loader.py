@@ -149,14 +149,21 @@ def test_smollm2_gguf_answers():
 
 
 def test_loading_shows_no_transformers_progress_bar_and_restores_the_setting(tiny_dirs, capfd):
-    """The "Loading weights" bar would land in `clover run`'s output and under the TUI."""
+    """The "Loading weights" bar and transformers' warnings would land in `clover run`'s output
+    and under the TUI; the transformers path (native=False) turns them off while it loads."""
     from transformers.utils import logging as hf_logging
 
     hf_logging.enable_progress_bar()
-    load_model(str(tiny_dirs["clover"]))
-    assert "Loading weights" not in capfd.readouterr().err
-    assert hf_logging.is_progress_bar_enabled()  # the caller's setting is back
-    hf_logging.disable_progress_bar()
-    load_model(str(tiny_dirs["clover"]))
-    assert not hf_logging.is_progress_bar_enabled()
-    hf_logging.enable_progress_bar()
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_info()
+    try:
+        load_model(str(tiny_dirs["clover"]), native=False)
+        assert "Loading weights" not in capfd.readouterr().err
+        assert hf_logging.is_progress_bar_enabled()  # the caller's settings are back
+        assert hf_logging.get_verbosity() == hf_logging.INFO
+        hf_logging.disable_progress_bar()
+        load_model(str(tiny_dirs["clover"]), native=False)
+        assert not hf_logging.is_progress_bar_enabled()
+    finally:
+        hf_logging.set_verbosity(level)
+        hf_logging.enable_progress_bar()

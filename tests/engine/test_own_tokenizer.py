@@ -260,3 +260,14 @@ def test_loaded_tiny_model_works_with_it():
     text = lm.render_chat(MESSAGES[:2], tools=TOOLS)
     assert lm.decode(lm.encode(text), skip_special_tokens=False) == text
     assert lm.eos_token_ids[0] == lm.tokenizer.eos_token_id
+
+
+@pytest.mark.slow
+def test_clover_generate_on_tiny_imports_no_transformers():
+    """The command around the engine keeps it so: `clover generate --model tiny` quiets
+    transformers only when a model loaded through it (clover_cli/commands/generate_cmd.py)."""
+    mods = _modules_after("import sys\nfrom clover_cli.cli import main\n"
+                          "sys.argv = ['clover', 'generate', '--model', 'tiny', '--raw', '--prompt', 'def f(',\n"
+                          "            '--max-new-tokens', '4']\n"
+                          "try:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code")
+    assert "transformers" not in mods and "clover_cli.engine.block_decode" in mods
