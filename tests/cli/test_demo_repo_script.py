@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "demo_repo.sh"
 
 
+@pytest.mark.slow  # end to end: a bash script running `clover run` processes
 def test_demo_script_builds_the_repository_and_reports_every_request(tmp_path):
     call = {"name": "grep", "arguments": {"pattern": "(def|class) apply_discount"}}
     replay = tmp_path / "replay.json"  # every `clover run` replays the same call and answer

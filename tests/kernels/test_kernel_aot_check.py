@@ -12,6 +12,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, env=env, timeout=240)
 
 
+@pytest.mark.slow  # a fresh interpreter compiling for sm90; the kernels' numerics run in the interpreter tests
 def test_commit_kernel_compiles_for_sm90():
     proc = _run("--only", "confidence.commit")
     assert proc.returncode == 0, proc.stderr[-2000:]

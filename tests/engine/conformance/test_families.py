@@ -76,6 +76,7 @@ def test_fast_dllm_v2_matches_its_reference(fast, threshold, n, seed):
     assert list(ours.token_ids) == ref
 
 
+@pytest.mark.slow  # guards the slow reference matrices above: decodes over the 151,936-token vocabulary
 def test_the_cases_are_not_vacuous(sdar, fast):
     """EOS-prone weights: some generations end on a stop token inside the budget, some run to
     the budget; Fast-dLLM's carried first token and generation_config's extra EOS both occur.
@@ -94,6 +95,7 @@ def test_the_cases_are_not_vacuous(sdar, fast):
     assert any(len(r.stats.steps_per_block) == 2 for r in fast)  # the budget ends in block 2
 
 
+@pytest.mark.slow  # a reference decode, as the matrices above
 def test_fast_dllm_sub_block_option(fast):
     """--sub-block / GenerationConfig.sub_block_size: 32 decodes the block as one sub-block (the
     reference with small_block_size=32)."""
