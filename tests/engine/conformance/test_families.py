@@ -39,6 +39,22 @@ def fast(tmp_path_factory):
     return path, load_model(str(path), dtype="float64")
 
 
+def test_released_configs_are_detected_as_their_families():
+    """The released config.json files as they are (no weights): the quick tier's check; the slow
+    tier below builds and loads checkpoints from them."""
+    from clover_cli.engine.config_hygiene import clean_config
+    from clover_cli.engine.families import detect_family
+
+    raw = released("sdar_1.7b_chat.json")
+    fam = detect_family(raw)
+    assert (fam.name, fam.block_size, fam.mask_token_id) == ("sdar", 4, 151669)
+    assert "attn_implementation" not in clean_config(raw)  # flex_attention is the engine's choice
+    fam = detect_family(released("fast_dllm_v2_1.5b.reconstructed.json"))
+    assert fam.name == "fast_dllm_v2" and fam.block_size == 32 and fam.mask_token_id == 151665
+    assert fam.first_token_rule and fam.sub_block == 8 and fam.stop_ids == (FAST_STOP,)
+
+
+@pytest.mark.slow  # builds and loads two checkpoints with the released 151,936-token vocabulary
 def test_released_configs_load_as_their_families(sdar, fast):
     assert sdar[1].family.name == "sdar" and sdar[1].block_size == 4
     assert sdar[1].model.config._attn_implementation == "sdpa"  # not the checkpoint's flex_attention
