@@ -1,7 +1,14 @@
 """Tiny random checkpoints built once per test session (nothing downloaded)."""
 from __future__ import annotations
 
+import os
+
 import pytest
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `-n auto` runs one worker per core: torch's intra-op threads on top of that only contend
+    # (set before any test module imports torch; children started by tests inherit it)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from clover_cli.training.tiny import build_tiny_checkpoint
 
