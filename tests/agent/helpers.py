@@ -83,19 +83,7 @@ def of(events, cls):
 
 
 def clover_in_process(*args, env: dict | None = None):
-    """`clover ARGS` in-process through click's CliRunner (no interpreter and torch start per
-    call): (returncode, stdout, stderr) like a finished process, `env` set for the call; an
-    exception escaping the command shows up in stderr as a traceback, as in a real process."""
-    import traceback
-    from types import SimpleNamespace
+    """`clover ARGS` in-process (tests/in_process.py), `env` set for the call."""
+    from in_process import clover
 
-    from click.testing import CliRunner
-
-    from clover_cli.cli import cli
-
-    result = CliRunner().invoke(cli, list(args), prog_name="clover", env=env)
-    stderr = result.stderr
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        stderr += "Traceback (most recent call last):\n" + "".join(
-            traceback.format_exception(result.exception))
-    return SimpleNamespace(returncode=result.exit_code, stdout=result.stdout, stderr=stderr)
+    return clover(*args, env=env)

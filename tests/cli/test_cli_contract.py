@@ -7,26 +7,18 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import traceback
-from types import SimpleNamespace
 
 import pytest
-from click.testing import CliRunner
 
-from clover_cli.cli import COMMANDS, cli
+from clover_cli.cli import COMMANDS
+from in_process import clover
 
 PY = sys.executable
 
 
 def _run(*args):
-    """`clover ARGS` in-process: returncode, stdout, stderr like a finished process. An exception
-    that escapes the command shows up in stderr as a traceback, as it would in a real process."""
-    result = CliRunner().invoke(cli, list(args), prog_name="clover")
-    stderr = result.stderr
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        stderr += "Traceback (most recent call last):\n" + "".join(
-            traceback.format_exception(result.exception))
-    return SimpleNamespace(returncode=result.exit_code, stdout=result.stdout, stderr=stderr)
+    """`clover ARGS` in-process (tests/in_process.py)."""
+    return clover(*args)
 
 
 @pytest.mark.slow

@@ -96,26 +96,15 @@ def sigint_default() -> None:
 
 
 def clover_in_process(*args, path: str | None = None):
-    """`clover ARGS` in-process through click's CliRunner, with clover_env()'s PATH (or `path`)
-    and pytest settings: a finished-process-like (returncode, stdout, stderr); an escaping
-    exception shows up in stderr as a traceback, as it would in a real process. Paths in ARGS
-    must be absolute."""
-    import traceback
-    from types import SimpleNamespace
-
-    from click.testing import CliRunner
-
-    from clover_cli.cli import cli
+    """`clover ARGS` in-process (tests/in_process.py) with clover_env()'s PATH (or `path`) and
+    pytest settings."""
+    from in_process import clover
 
     env = {k: v for k, v in clover_env().items()
            if k in ("PATH", "PYTHONDONTWRITEBYTECODE", "PYTEST_DISABLE_PLUGIN_AUTOLOAD")}
     if path is not None:
         env["PATH"] = path
-    result = CliRunner().invoke(cli, list(args), prog_name="clover", env={**env, "PYTEST_ADDOPTS": None})
-    stderr = result.stderr
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        stderr += "Traceback (most recent call last):\n" + "".join(traceback.format_exception(result.exception))
-    return SimpleNamespace(returncode=result.exit_code, stdout=result.stdout, stderr=stderr)
+    return clover(*args, env={**env, "PYTEST_ADDOPTS": None})
 
 
 def clover(*args, cwd, timeout=120):

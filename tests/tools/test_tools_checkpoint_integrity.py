@@ -12,7 +12,7 @@ from clover_cli.tools.checkpoints import CheckpointStore
 from clover_cli.tools.registry import run_tool
 
 from .conftest import snapshot
-from .in_process import clover
+from in_process import clover
 
 
 def _two_file_checkpoint(root):

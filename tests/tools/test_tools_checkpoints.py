@@ -8,7 +8,7 @@ from clover_cli.tools.gitutil import diff_against, status
 from clover_cli.tools.registry import run_tool
 
 from .conftest import commit_all, git, snapshot
-from .in_process import clover
+from in_process import clover
 
 
 def _edit_sequence(root):

@@ -10,7 +10,7 @@ from clover_cli.tools.registry import (TOOL_NAMES, ToolArgumentError, is_writing
                                        planned_writes, preview, run_tool, tool_schemas,
                                        validate_args)
 
-from .in_process import clover
+from in_process import clover
 
 PROMPTS = Path(__file__).resolve().parents[2] / "prompts" / "tools"
 
