@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .qwen import MLP, RMSNorm, _rotate_half  # the same pieces as Qwen's
-from .state import KVCache, ModelConfig
+from .state import ModelConfig, OwnNetwork
 
 MASK_ID = 156895  # the reference generate's mask_id default
 EOS_ID = 156892  # the reference generate's eos_id default (<|endoftext|>, also the pad id)
@@ -129,7 +129,7 @@ class Backbone(nn.Module):
         self.register_buffer("inv_freq", inv.float(), persistent=False)
 
 
-class LLaDA2MoE(nn.Module):
+class LLaDA2MoE(OwnNetwork, nn.Module):
     """The network; forward matches what engine/runtime.py's ForwardRunner passes."""
 
     def __init__(self, raw: dict[str, Any]):
@@ -139,12 +139,6 @@ class LLaDA2MoE(nn.Module):
         self.config = ModelConfig(num_hidden_layers=c.num_hidden_layers, vocab_size=c.vocab_size)
         self.model = Backbone(c)
         self.lm_head = nn.Linear(c.hidden_size, c.vocab_size, bias=False)
-
-    def get_output_embeddings(self):
-        return self.lm_head
-
-    def make_cache(self) -> KVCache:
-        return KVCache(self.c.num_hidden_layers)
 
     def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None, use_cache=True,
                 logits_to_keep: int = 0, **_):

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .state import KVCache, ModelConfig
+from .state import ModelConfig, OwnNetwork
 
 QWEN3_TYPES = {"qwen3", "sdar"}  # q/k RMSNorm, no bias by default (attention_bias)
 QWEN2_TYPES = {"qwen2", "fast_dllm_qwen"}  # biased q/k/v, no q/k norm
@@ -200,7 +200,7 @@ class Backbone(nn.Module):
         self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps, c.device)
 
 
-class QwenForCausalLM(nn.Module):
+class QwenForCausalLM(OwnNetwork, nn.Module):
     """The network; forward takes what engine/runtime.py's ForwardRunner passes."""
 
     def __init__(self, raw: dict[str, Any], device: Any = None):
@@ -216,12 +216,6 @@ class QwenForCausalLM(nn.Module):
         self.model = Backbone(c)
         self.lm_head = Linear(c.hidden_size, c.vocab_size, bias=False, device=c.device)
         self.register_buffer("inv_freq", _inv_freq(c), persistent=False)
-
-    def get_output_embeddings(self):
-        return self.lm_head
-
-    def make_cache(self) -> KVCache:
-        return KVCache(self.c.num_hidden_layers)
 
     def get_input_embeddings(self):
         return self.model.embed_tokens

@@ -58,3 +58,15 @@ class ModelConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+
+
+class OwnNetwork:
+    """What both networks written here (engine/models/qwen.py, llada2.py) offer the engine
+    besides forward: their output head and a fresh KV cache of their own (engine/runtime.py
+    make_cache). Mixed into the nn.Module; needs `self.c.num_hidden_layers` and `self.lm_head`."""
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+    def make_cache(self) -> KVCache:
+        return KVCache(self.c.num_hidden_layers)
