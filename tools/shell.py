@@ -31,7 +31,7 @@ TAIL_BYTES = 64 * 1024
 LIVE_BYTES = 256 * 1024  # output streamed live to the caller, at most
 REAPER = Path(__file__).resolve().with_name("reaper.py")
 GRACE_AFTER_EXIT = 0.5  # seconds a finished command's background children may keep the pipe
-POLL_SECONDS = 0.05     # how often a running command checks its cancel event
+EXIT_POLL_SECONDS = 0.02  # with a cancel event: how soon a command's exit is noticed
 
 
 class CappedOutput:
@@ -77,11 +77,13 @@ def _kill_group(pgid: int, proc: subprocess.Popen, term_wait: float = 1.0) -> No
         except (ProcessLookupError, PermissionError):
             return
         deadline = time.monotonic() + (term_wait if sig == signal.SIGTERM else 1.0)
+        delay = 0.002  # most groups are gone within a few ms of the signal: look soon, then less often
         while time.monotonic() < deadline:
             proc.poll()  # reap the leader, or its zombie keeps the group alive
             if not _group_alive(pgid):
                 return
-            time.sleep(0.02)
+            time.sleep(delay)
+            delay = min(delay * 2, 0.02)
 
 
 def _group_alive(pgid: int) -> bool:
@@ -107,20 +109,23 @@ def _group_alive(pgid: int) -> bool:
 
 
 def _wait(proc: subprocess.Popen, limit: float, cancel: threading.Event | None) -> str:
-    """Wait for the command: "exited", "timeout" or "cancelled" (polled every POLL_SECONDS)."""
+    """Wait for the command: "exited", "timeout" or "cancelled". A cancel is seen the moment it
+    is set (the wait is on the event); an exit within EXIT_POLL_SECONDS."""
     deadline = time.monotonic() + limit
     while True:
-        if cancel is not None and cancel.is_set():
-            return "cancelled"
+        if proc.poll() is not None:
+            return "exited"
         left = deadline - time.monotonic()
         if left <= 0:
             return "timeout"
-        step = min(left, POLL_SECONDS) if cancel is not None else left
-        try:
-            proc.wait(timeout=step)
-            return "exited"
-        except subprocess.TimeoutExpired:
-            continue
+        if cancel is None:
+            try:
+                proc.wait(timeout=left)
+                return "exited"
+            except subprocess.TimeoutExpired:
+                return "timeout"
+        if cancel.wait(min(left, EXIT_POLL_SECONDS)):
+            return "cancelled"
 
 
 def max_timeout_default() -> float:
