@@ -34,6 +34,9 @@ class GenerationStats:
     total_seconds: float
     prompt_tokens: int = 0
     prefill_seconds: float = 0.0  # wall time of the prompt prefill (no token comes of it)
+    reused_tokens: int = 0  # prompt positions whose cache came from an earlier request (prefix reuse)
+    prefilled_tokens: int = 0  # prompt positions run through prefill forwards in this request
+    first_block_seconds: float = 0.0  # from the request's start to its first committed block
 
     @property
     def tpf(self) -> float:
@@ -52,6 +55,8 @@ class GenerationStats:
             "total_seconds": round(self.total_seconds, 4),
             "tokens_per_second": round(self.tokens_per_second, 2),
             "prompt_tokens": self.prompt_tokens, "prefill_seconds": round(self.prefill_seconds, 4),
+            "reused_tokens": self.reused_tokens, "prefilled_tokens": self.prefilled_tokens,
+            "first_block_seconds": round(self.first_block_seconds, 4),
         }
 
 
