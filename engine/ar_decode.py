@@ -50,7 +50,7 @@ class ARDecoder:
         positions = torch.arange(start, start + ids.numel(), device=self.device)
         self._clean = False
         logits = self.run_forward(ids, positions, cache, None, logits_to_keep=1, count=count)[-1]
-        self.cached_ids = self.cached_ids + ids.tolist()
+        self.cached_ids.extend(ids.tolist())
         self._clean = True
         return logits
 

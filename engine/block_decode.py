@@ -139,7 +139,7 @@ class BlockDecoder:
 
     def _committed(self, block: torch.Tensor) -> None:
         self.cached += self.B
-        self.cached_ids = self.cached_ids + block.tolist()
+        self.cached_ids.extend(block.tolist())
         self._clean = True
 
     def _crop(self, cache, tokens: int) -> None:

@@ -22,6 +22,7 @@ that ends on a block boundary is the cache an uncached run would have built ther
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,14 +109,16 @@ def _truncatable(cache: Any) -> bool:
 
 
 class PrefixCache:
-    """The caches of earlier requests, for the next request to start from. Not thread-safe (the
-    engine runs one generation at a time)."""
+    """The caches of earlier requests, for the next request to start from. The engine runs one
+    generation at a time; the lock covers a request abandoned without being closed, whose cache
+    is put back whenever the garbage collector finalises it."""
 
     def __init__(self, budget_bytes: int):
         self.budget = max(0, int(budget_bytes))
         self.entries: list[Entry] = []
         self._clock = 0
         self.evictions = 0
+        self._lock = threading.RLock()
 
     @property
     def bytes(self) -> int:
@@ -123,7 +126,8 @@ class PrefixCache:
 
     def clear(self) -> None:
         """Forget every entry (a new conversation, another model)."""
-        self.entries.clear()
+        with self._lock:
+            self.entries.clear()
 
     def _best(self, entry: Entry, ids: list[int], limit: int, recurrent: bool,
               need_row: bool) -> int:
@@ -149,6 +153,11 @@ class PrefixCache:
         """The cache of the entry sharing the longest usable prefix with `ids` (at most `limit`
         positions), cut back to that prefix and removed from the store (the request now owns
         it); None when no entry shares a whole block."""
+        with self._lock:
+            return self._take(ids, grid, limit, recurrent, need_row)
+
+    def _take(self, ids: list[int], grid: tuple, limit: int, recurrent: bool,
+              need_row: bool) -> Reuse | None:
         best, length = None, 0
         for entry in self.entries:
             if entry.grid != grid:
@@ -169,6 +178,10 @@ class PrefixCache:
     def put(self, entry: Entry) -> None:
         """Keep a finished request's cache; evict least recently used entries past the budget
         (an entry larger than the whole budget is not kept)."""
+        with self._lock:
+            self._put(entry)
+
+    def _put(self, entry: Entry) -> None:
         if entry.length == 0 or self.budget <= 0:
             return
         for kept in (entry.states, entry.rows):  # the latest boundaries (and the end) only
