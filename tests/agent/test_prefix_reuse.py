@@ -267,3 +267,38 @@ def test_locked_reset_waits_for_the_running_generation(tiny_lm):
     worker.join(5)
     resetter.join(5)
     assert inner.log == ["stream", "reset"]
+
+
+def test_turn_stats_carry_the_prefix_figures_per_call_and_in_total():
+    from clover_cli.agent.stats import TurnStats
+
+    stats = TurnStats()
+    stats.add_model({"prompt_tokens": 1000, "generated_tokens": 20, "reused_tokens": 0,
+                     "prefilled_tokens": 1000, "first_block_seconds": 0.5})
+    stats.add_model({"prompt_tokens": 1100, "generated_tokens": 10, "reused_tokens": 992,
+                     "prefilled_tokens": 108, "first_block_seconds": 0.12345})
+    stats.add_model({"prompt_tokens": 50, "generated_tokens": 5})  # a backend that does not report them
+    d = stats.as_dict()
+    assert (d["reused_tokens"], d["prefilled_tokens"], d["first_block_seconds"]) == (992, 1108, 0.6235)
+    assert d["model_calls"] == [
+        {"prompt_tokens": 1000, "generated_tokens": 20, "reused_tokens": 0, "prefilled_tokens": 1000,
+         "first_block_seconds": 0.5},
+        {"prompt_tokens": 1100, "generated_tokens": 10, "reused_tokens": 992, "prefilled_tokens": 108,
+         "first_block_seconds": 0.1235},
+        {"prompt_tokens": 50, "generated_tokens": 5}]
+
+
+def test_run_json_reports_reuse_per_model_call_and_in_total(tmp_path):
+    from .helpers import clover_in_process
+
+    repo = make_repo(tmp_path / "repo", git=False)
+    p = clover_in_process("run", "Where is the function add defined?", "--model", "tiny", "--root", str(repo),
+                          "--json", "--max-new-tokens", "128")
+    assert p.returncode == 0, p.stderr
+    end = [json.loads(line) for line in p.stdout.splitlines()][-1]
+    stats = end["stats"]
+    assert end["type"] == "turn_end" and len(stats["model_calls"]) == stats["steps"] >= 2
+    for key in ("reused_tokens", "prefilled_tokens", "first_block_seconds"):
+        assert key in stats and all(key in c for c in stats["model_calls"]), key
+    assert stats["reused_tokens"] == sum(c["reused_tokens"] for c in stats["model_calls"])
+    assert stats["prompt_tokens"] == sum(c["prompt_tokens"] for c in stats["model_calls"])
