@@ -210,6 +210,28 @@ def test_templates_that_drop_thinking_still_keep_the_prompt_a_prefix(tmp_path, t
     assert "plan" not in rendered and tok.decode(after, skip_special_tokens=False) == rendered
 
 
+DROPS_THINKING_TEMPLATE = (  # Qwen3-style: history shows only what follows </think>
+    "{% if tools %}{% endif %}{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+    "{% if m['role'] == 'assistant' and '</think>' in m['content'] %}{{ m['content'].split('</think>')[-1] }}"
+    "{% else %}{{ m['content'] }}{% endif %}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def test_a_template_that_drops_earlier_thinking_never_sees_it(tmp_path, tiny_lm):
+    """Contents are rendered as placeholders (render.py), so a tools= template's own rewriting of
+    an answer (Qwen3 cuts earlier reasoning at </think>) does not apply: the answer, thinking
+    included, goes back as the model's ids and the prefix holds."""
+    tok = tiny_lm.tokenizer
+    lm = dataclasses.replace(tiny_lm, tokenizer=_with_template(tok, DROPS_THINKING_TEMPLATE))
+    assert lm.template_supports_tools
+    first = [8] + charwise(tok, "plan") + [9] + call_ids(tok, "read_file", path="calc.py") + [IM_END]
+    backend, engine = scripted_backend(lm, [first, charwise(tok, "Done.") + [IM_END]])
+    agent = Agent(backend, AgentConfig(root=make_repo(tmp_path / "repo", git=False), save_session=False))
+    assert list(agent.run_turn("look"))[-1].reason == "done"
+    assert_extends(engine.prompts, engine.generated)
+    assert "<think>plan</think>" in tok.decode(engine.prompts[1], skip_special_tokens=False)
+
+
 def _with_template(tokenizer, template):
     import copy
     tok = copy.copy(tokenizer)
