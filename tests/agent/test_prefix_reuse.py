@@ -128,6 +128,21 @@ def test_real_tiny_model_steps_and_turns_extend_the_prompt(tmp_path):
     ended = [n for n in range(len(prompts) - 1) if generated[n][-1] == IM_END]
     assert ended == list(range(len(prompts) - 1))
     assert_extends(prompts, generated)
+    # the engine reuses its cache: every later call at least the previous prompt's whole blocks
+    block = backend.block_size
+    assert stats[0].reused_tokens == 0
+    for n in range(1, len(stats)):
+        assert stats[n].reused_tokens >= len(prompts[n - 1]) // block * block > 0, n
+        assert stats[n].reused_tokens + stats[n].prefilled_tokens <= len(prompts[n])
+    # a new conversation on the same model starts cold after clear(), not from the old cache
+    first_new = len(stats)
+    agent.clear()
+    list(agent.run_turn("Where is the function mul defined?"))
+    assert stats[first_new].reused_tokens == 0
+    first_other = len(stats)
+    other = Agent(backend, AgentConfig(root=agent.root, max_new_tokens=128, save_session=False))
+    list(other.run_turn("Where is the function mul defined?"))  # no clear: the system prompt is reused
+    assert stats[first_other].reused_tokens > 0
 
 
 def test_hostile_tool_output_and_stray_role_ids_stay_text(tmp_path, tiny_lm):
@@ -255,6 +270,7 @@ def test_a_new_conversation_drops_the_engine_cache(tmp_path, tiny_lm):
     locked = LockedBackend(backend)
     locked.reset_cache()
     assert engine.cleared == 4
+    assert EngineBackend("tiny", lm=tiny_lm, cache_mb=0).engine.prefix_cache.budget == 0  # no reuse
     replayed = make_backend(replay(tmp_path, ["x"]))
     replayed.reset_cache()  # remote and replay backends keep nothing: a no-op
     Agent(replayed, AgentConfig(root=repo)).clear()
@@ -323,4 +339,6 @@ def test_run_json_reports_reuse_per_model_call_and_in_total(tmp_path):
     for key in ("reused_tokens", "prefilled_tokens", "first_block_seconds"):
         assert key in stats and all(key in c for c in stats["model_calls"]), key
     assert stats["reused_tokens"] == sum(c["reused_tokens"] for c in stats["model_calls"])
+    assert stats["model_calls"][0]["reused_tokens"] == 0 and stats["model_calls"][1]["reused_tokens"] > 0
+    assert all(c["first_block_seconds"] > 0 for c in stats["model_calls"])
     assert stats["prompt_tokens"] == sum(c["prompt_tokens"] for c in stats["model_calls"])

@@ -43,7 +43,9 @@ async def test_engine_turn_shows_reuse_and_clear_drops_it(repo):
         await submit(pilot, "Where is the function greet defined?")
         await wait_for(pilot, lambda: status.info.cached is not None, what="the turn's figures")
         await wait_idle(pilot)
-        assert " cached" in status.info.text() and status.info.cached >= 0
+        # a tool call, then the answer: the answer's call reused the first call's prompt
+        assert status.info.cached > 0 and status.info.first_block > 0
+        assert f" cached · 1st block {status.info.first_block:.2f}s · " in status.info.text()
         await submit(pilot, "/clear")
         await wait_idle(pilot)
         assert status.info.cached is None and status.info.first_block is None
