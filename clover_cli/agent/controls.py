@@ -84,10 +84,18 @@ class AgentControls:
         return value
 
     def clear(self) -> None:
-        """Forgets the conversation (the session file keeps the history)."""
+        """Forgets the conversation (the session file keeps the history) and what the backend
+        kept of its prompts (the engine's prefix cache)."""
         self._messages = self._messages[:1]
         self._task = ""
         self._log.append({"type": "reset", "messages": self._messages})
+        self._reset_backend_cache()
+
+    def _reset_backend_cache(self) -> None:
+        try:
+            self.backend.reset_cache()
+        except Exception:  # a cache that cannot be dropped costs memory, never the session
+            pass
 
     def undo(self) -> ToolResult:
         """Restores the files of the agent's last edit from its checkpoint."""
@@ -102,7 +110,9 @@ class AgentControls:
         """Another saved session (an id or "last") on this agent's loaded model, with the same
         settings. Raises SessionError when there is no such session."""
         config = dataclasses.replace(self.config, session_id=None, meta=dict(self.config.meta))
-        return type(self).resume(self.backend, config, session_id)
+        agent = type(self).resume(self.backend, config, session_id)
+        self._reset_backend_cache()  # another conversation on the same model
+        return agent
 
     def close(self, successor: Any = None) -> None:
         """Releases the model (its memory, connections), unless `successor` runs on it."""

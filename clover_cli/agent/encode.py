@@ -15,12 +15,20 @@ Defence in depth: each content segment's ids are checked; should a special id st
 tokenizer that ignores `split_special_tokens`, a role token registered as a non-special added
 token), the text is re-encoded with a zero-width space after the first character of every such
 token's text, and any id still special is dropped.
+
+The model's own ids (prefix reuse, docs/agent.md "Prompt prefix"): a "model" segment whose text is
+a completion the backend kept (`kept(text)`: the ids the model generated for exactly that text)
+is spliced in as those ids instead of being re-encoded, so the next prompt starts with the
+previous prompt and the previous answer token for token. The template text and contents between
+such segments are encoded in runs, each as above. Kept ids are used only when none of them is a
+special id other than the call/thinking markup (`keepable`); otherwise the text is encoded as any
+other model segment, so a stray `<|im_start|>` the model wrote never becomes a role token here.
 """
 from __future__ import annotations
 
 import re
 import threading
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from clover_cli.agent.render import Segment, render_segments
 
@@ -94,34 +102,64 @@ def _joint_if_safe(tokenizer: Any, segments: list[Segment], forbidden: frozenset
     return ids
 
 
-def encode_segments(tokenizer: Any, segments: list[Segment]) -> list[int]:
+Kept = Callable[[str], "Sequence[int] | None"]
+
+
+def keepable(ids: Sequence[int], forbidden: frozenset[int], markup: frozenset[int]) -> bool:
+    """True when the model's own ids may stand in the prompt as they are: no special id but the
+    single-token call/thinking markup (an EOS has been cut off by the backend already)."""
+    return bool(ids) and not any(i in forbidden and i not in markup for i in ids)
+
+
+def _encode_run(tokenizer: Any, segments: list[Segment], forbidden: frozenset[int],
+                markup_ids: dict[str, list[int]], allowed: frozenset[int]) -> list[int]:
+    if not segments:
+        return []
+    joint = _joint_if_safe(tokenizer, segments, forbidden, allowed)
+    if joint is not None:
+        return joint
+    ids: list[int] = []
+    for seg in segments:
+        if seg.kind == "template":
+            ids += _plain(tokenizer, seg.text)
+        elif seg.kind == "text":
+            ids += encode_text(tokenizer, seg.text, forbidden)
+        else:
+            for piece in _MARKUP_RE.split(seg.text):
+                if piece in markup_ids:
+                    ids += markup_ids[piece]
+                elif piece:
+                    ids += encode_text(tokenizer, piece, forbidden)
+    return ids
+
+
+def encode_segments(tokenizer: Any, segments: list[Segment], kept: Kept | None = None) -> list[int]:
     """Ids for rendered segments: template text as is, contents with special tokens split. A
     prompt whose contents hold no special-token text is encoded whole, token for token as the
-    plain encoding of its text (no change at the segment boundaries)."""
+    plain encoding of its text (no change at the segment boundaries). With `kept`, a model
+    segment the backend kept ids for is spliced in as those ids, and the runs between such
+    segments are encoded each on its own, in the same way."""
     forbidden = special_ids(tokenizer)
     markup_ids = {t: _plain(tokenizer, t) for t in MODEL_MARKUP}
     allowed = frozenset(i for v in markup_ids.values() if len(v) == 1 for i in v)
     ids: list[int] = []
+    run: list[Segment] = []
     with _LOCK:
-        joint = _joint_if_safe(tokenizer, segments, forbidden, allowed)
-        if joint is not None:
-            return joint
         for seg in segments:
-            if seg.kind == "template":
-                ids += _plain(tokenizer, seg.text)
-            elif seg.kind == "text":
-                ids += encode_text(tokenizer, seg.text, forbidden)
+            own = kept(seg.text) if kept is not None and seg.kind == "model" else None
+            if own is not None and keepable(own, forbidden, allowed):
+                ids += _encode_run(tokenizer, run, forbidden, markup_ids, allowed)
+                ids += own
+                run = []
             else:
-                for piece in _MARKUP_RE.split(seg.text):
-                    if piece in markup_ids:
-                        ids += markup_ids[piece]
-                    elif piece:
-                        ids += encode_text(tokenizer, piece, forbidden)
+                run.append(seg)
+        ids += _encode_run(tokenizer, run, forbidden, markup_ids, allowed)
     return ids
 
 
-def encode_conversation(lm: Any, messages: list[dict], tools: list[dict]) -> tuple[str, list[int]]:
+def encode_conversation(lm: Any, messages: list[dict], tools: list[dict],
+                        kept: Kept | None = None) -> tuple[str, list[int]]:
     """(prompt text, token ids) for a LoadedModel `lm`; see the module docstring."""
     segments = render_segments(lm, messages, tools)
     text = "".join(s.text for s in segments)
-    return text, encode_segments(lm.tokenizer, segments)
+    return text, encode_segments(lm.tokenizer, segments, kept)

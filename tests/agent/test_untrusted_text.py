@@ -78,7 +78,7 @@ def test_special_token_text_in_contents_never_becomes_special_tokens(tiny_tokeni
     # the model's own call markup stays the tokens it wrote
     assert hostile.count(tiny_tokenizer.convert_tokens_to_ids("<tool_call>")) >= 1
     # the engine backend encodes through the same path
-    assert EngineBackend.prompt_ids(types.SimpleNamespace(lm=lm), conversation(HOSTILE), TOOLS).count(im_start) \
+    assert EngineBackend.prompt_ids(types.SimpleNamespace(lm=lm, _kept=None), conversation(HOSTILE), TOOLS).count(im_start) \
         == benign.count(im_start)
 
 

@@ -74,6 +74,11 @@ class ModelBackend(ABC):
                     for m in messages)
         return chars // 4 + len(json.dumps(tools)) // 4
 
+    def reset_cache(self) -> None:
+        """Forget what was kept from earlier prompts of this conversation (the in-process engine's
+        prompt cache); called when a new conversation starts on the same backend. Remote and
+        replay backends keep nothing."""
+
     def close(self) -> None:
         """Releases resources (connections, model memory)."""
 

@@ -3,6 +3,11 @@
 Maps engine events to agent events: BlockCommitted -> BlockText (thinking=True inside
 <think>...</think>), DenoiseStep -> DenoiseProgress. Repetition control and progressive ending
 are on by default (the model card's advice for long agent turns).
+
+Prefix reuse (docs/agent.md, "Prompt prefix"): the ids the model generated for each completion
+are kept (kept_ids.py) and spliced back in when that text is in the next prompt, so every step's
+prompt starts with the previous step's prompt and answer, token for token, and the engine can
+reuse its cache of them. `reset_cache()` forgets both when a conversation ends.
 """
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ import threading
 from typing import Any, Iterator
 
 from clover_cli.agent.backends.base import BackendError, Completion, ModelBackend, StreamItem, ThinkSplitter, block_texts
+from clover_cli.agent.backends.kept_ids import KeptIds, completion_ids
 from clover_cli.agent.events import DenoiseProgress
 from clover_cli.agent.encode import encode_conversation
 from clover_cli.engine.config import DEFAULT_THRESHOLD
@@ -21,7 +27,8 @@ class EngineBackend(ModelBackend):
     def __init__(self, spec: str, threshold: float = DEFAULT_THRESHOLD, device: str | None = None,
                  dtype: Any = None, lm: Any = None, repetition_penalty: float = 1.05,
                  progressive_ending: bool = True, temperature: float = 0.0, top_p: float = 1.0,
-                 seed: int | None = None, denoise_events: bool = True, **_: object) -> None:
+                 seed: int | None = None, denoise_events: bool = True, cache_mb: float | None = None,
+                 **_: object) -> None:
         super().__init__(threshold)
         from clover_cli.engine.engine import Engine
         from clover_cli.engine.loader import ModelLoadError, load_model
@@ -32,7 +39,7 @@ class EngineBackend(ModelBackend):
             except ModelLoadError as e:
                 raise BackendError(str(e)) from None
         self.lm = lm
-        self.engine = Engine(lm)
+        self.engine = Engine(lm, cache_mb=cache_mb)  # cache_mb: None the engine's default, 0 no reuse
         self.name = lm.name
         self.is_diffusion = bool(lm.is_diffusion)
         self.block_size = int(lm.block_size)
@@ -44,11 +51,25 @@ class EngineBackend(ModelBackend):
         self.seed = seed
         self.denoise_events = denoise_events
         self._piece_cache: dict[int, str] = {}
+        self._kept = KeptIds()
+        family_stops = getattr(getattr(lm, "family", None), "stop_ids", None) or ()
+        self._eos = frozenset(int(i) for i in (*(lm.eos_token_ids or ()), *family_stops))
 
     def prompt_ids(self, messages: list[dict], tools: list[dict]) -> list[int]:
         """The token ids of the rendered conversation, ending with the assistant's turn opening;
-        message contents are encoded with special tokens split (clover_cli/agent/encode.py)."""
-        return encode_conversation(self.lm, messages, tools)[1]
+        message contents are encoded with special tokens split, earlier answers as the ids the
+        model generated for them (clover_cli/agent/encode.py)."""
+        return encode_conversation(self.lm, messages, tools, self._kept)[1]
+
+    def reset_cache(self) -> None:
+        """A new conversation: drop the engine's kept prompt caches and the kept answer ids."""
+        self._kept.clear()
+        clear = getattr(self.engine, "clear_cache", None)
+        if clear is not None:
+            clear()
+
+    def close(self) -> None:
+        self.reset_cache()
 
     def count_tokens(self, messages: list[dict], tools: list[dict]) -> int:
         return len(self.prompt_ids(messages, tools))
@@ -64,7 +85,7 @@ class EngineBackend(ModelBackend):
         from clover_cli.engine.config import GenerationConfig
         from clover_cli.engine.events import BlockCommitted, DenoiseStep, GenerationResult
 
-        prompt, ids = encode_conversation(self.lm, messages, tools)
+        prompt, ids = encode_conversation(self.lm, messages, tools, self._kept)
         room = self.context_window - len(ids)
         if room < 1:
             raise BackendError(f"the prompt ({len(ids)} tokens) does not fit the context window "
@@ -91,9 +112,13 @@ class EngineBackend(ModelBackend):
         yield from block_texts(splitter, "", last_block, final=True)
         if result is None:
             raise BackendError("the engine ended without a result")
-        text = result.text
+        text, opened = result.text, ""
         if splitter_opened(prompt) and "</think>" in text and "<think>" not in text:
-            text = "<think>" + text
+            opened = "<think>"
+            text = opened + text
+        own = completion_ids(self.lm.tokenizer, result.token_ids, text, opened, self._eos)
+        if own is not None:
+            self._kept.put(text, own)
         yield Completion(text, result.finish_reason, stats=result.stats.as_dict())
 
 

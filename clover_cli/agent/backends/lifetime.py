@@ -26,6 +26,11 @@ class LockedBackend:
         with self._lock:
             yield from self._backend.stream(*args, **kwargs)
 
+    def reset_cache(self) -> None:
+        """The wrapped backend's reset_cache, never during another worker's generation."""
+        with self._lock:
+            self._backend.reset_cache()
+
     def __getattr__(self, name):
         return getattr(self._backend, name)
 

@@ -27,7 +27,7 @@ from clover_cli.tui.widgets.denoise import DenoiseView
 from clover_cli.tui.widgets.file_picker import FilePicker
 from clover_cli.tui.widgets.messages import is_summary
 from clover_cli.tui.widgets.prompt_input import PromptInput
-from clover_cli.tui.widgets.status_bar import StatusBar, short_model_name
+from clover_cli.tui.widgets.status_bar import StatusBar, prefix_figures, short_model_name
 from clover_cli.tui.widgets.transcript import Transcript
 
 FRAME_SECONDS = 1 / 10  # render at most 10 frames per second while streaming (each may relayout)
@@ -254,6 +254,7 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
                 break
         if stats.get("context_window"):
             changes["context_window"] = int(stats["context_window"])
+        changes.update(prefix_figures(stats))
         self.status.set(**changes)
         if e.reason == "cancelled":
             self.stopped_at = time.perf_counter()

@@ -69,7 +69,7 @@ class SlashCommands:
                 t.add_notice("No changes by the agent in this session.")
         elif msg.kind == "clear":
             t.clear()
-            self.status.set(context_used=0)
+            self.status.set(context_used=0, cached=None, first_block=None)  # the engine's cache is dropped too
             t.add_notice("Conversation cleared.")
 
     # ----- commands

@@ -61,7 +61,7 @@ class ModelLoading:
         self.status.set(model=info.get("name", self.options.model), loading=False,
                         block_size=info.get("block_size") if in_process else None, threshold=info.get("threshold"),
                         context_window=info.get("context_window"), branch=msg.branch,
-                        context_used=info.get("context_used"),
+                        context_used=info.get("context_used"), cached=None, first_block=None,
                         approval=msg.agent.approval)
         self.set_busy("")
         if msg.resumed:

@@ -1,4 +1,6 @@
-"""The status line: model, block size, threshold, speed, context use, approval mode, branch."""
+"""The status line: model, block size, threshold, speed, context use (and, for the in-process
+engine, how much of the last prompt came from its prefix cache and the time to the first
+committed block), approval mode, branch."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -21,7 +23,7 @@ def short_model_name(name: str) -> str:
     return name
 
 
-DROP_ORDER = ("threshold", "speed", "block", "branch", "context", "tpf")
+DROP_ORDER = ("threshold", "first_block", "speed", "cached", "block", "branch", "context", "tpf")
 
 
 def _k(n: int) -> str:
@@ -40,6 +42,8 @@ class StatusInfo:
     tokens_per_second: float | None = None
     context_used: int | None = None
     context_window: int | None = None
+    cached: int | None = None  # prompt tokens of the last model call reused from the engine's cache
+    first_block: float | None = None  # seconds from the last model call's start to its first block
     approval: str = "ask"
     branch: str | None = None
     busy: str = ""  # "generating", "compacting", ...
@@ -61,6 +65,10 @@ class StatusInfo:
             out.append(("speed", f"{self.tokens_per_second:.1f} tok/s"))
         if self.context_window:
             out.append(("context", f"ctx {_k(self.context_used or 0)}/{_k(self.context_window)}"))
+        if self.cached is not None:
+            out.append(("cached", f"{_k(self.cached)} cached"))
+        if self.first_block is not None:
+            out.append(("first_block", f"1st block {self.first_block:.2f}s"))
         out.append(("approval", self.approval))
         if self.branch:
             out.append(("branch", f"⎇ {self.branch}"))
@@ -131,3 +139,17 @@ class StatusBar(Static):
     def redraw(self) -> None:
         """Draw again (after a theme change: the meter's colours come from the theme)."""
         self._draw()
+
+
+def prefix_figures(stats: dict) -> dict:
+    """`cached` and `first_block` for the status bar from a turn's stats: the last model call's
+    reused prompt tokens and time to its first block, when its backend reports them (the
+    in-process engine does; replay and remote backends do not, and then nothing is shown)."""
+    calls = stats.get("model_calls") or []
+    last = calls[-1] if calls and isinstance(calls[-1], dict) else {}
+    if "reused_tokens" not in last:
+        return {}
+    out = {"cached": int(last["reused_tokens"] or 0)}
+    if float(last.get("first_block_seconds") or 0) > 0:  # 0: not measured
+        out["first_block"] = float(last["first_block_seconds"])
+    return out
