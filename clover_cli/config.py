@@ -20,6 +20,8 @@ flag it came from. Example file::
     approval = "ask"          # ask | auto-edit | yolo | read-only
     threshold = 0.95          # block-diffusion commit threshold, 0 < t <= 1
     test_cmd = "tox -e py311 -- {test}"   # `clover fix`'s test command (docs/modes.md)
+    cache_mb = 2048           # memory for earlier requests' caches (prefix reuse; 0: off;
+                              # default a quarter of free memory; never from a repository)
 
 Only the standard library and two constant modules (the approval modes from
 clover_cli/agent/config.py, the threshold and its check from engine/config.py) are imported here,
@@ -39,7 +41,7 @@ from clover_cli.engine.config import DEFAULT_THRESHOLD, check_threshold
 from clover_cli.trust import TrustStore, config_home
 
 MAX_CONFIG_BYTES = 256 * 1024
-KEYS = ("model", "approval", "threshold", "test_cmd")
+KEYS = ("model", "approval", "threshold", "test_cmd", "cache_mb")
 
 
 class ConfigError(ValueError):
@@ -54,6 +56,7 @@ class CloverConfig:
     approval: str = DEFAULT_APPROVAL
     threshold: float = DEFAULT_THRESHOLD
     test_cmd: str | None = None
+    cache_mb: float | None = None  # None: the engine's default (docs/engine.md, "Prefix reuse")
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -67,6 +70,10 @@ class CloverConfig:
         if self.test_cmd is not None and (not isinstance(self.test_cmd, str)
                                           or not self.test_cmd.strip()):
             raise ConfigError("test_cmd must be a non-empty string")
+        if self.cache_mb is not None and (isinstance(self.cache_mb, bool)
+                                          or not isinstance(self.cache_mb, (int, float))
+                                          or not 0 <= self.cache_mb < float("inf")):
+            raise ConfigError(f"cache_mb must be a number of MiB >= 0, got {self.cache_mb!r}")
 
 
 DEFAULT_MODEL = CloverConfig.model
@@ -160,6 +167,10 @@ def _repo_layer(root: Path, merged: dict[str, Any], user: dict[str, Any], warnin
                         f"mode but never raise it (yours is {merged['approval']!r}; pass --approval "
                         "or set it in your own config file to change it)")
         data.pop("approval")
+    if "cache_mb" in data:  # the machine's memory is the user's to give, not a repository's
+        warnings.append(f"{path}: cache_mb ignored: a repository may not size Clover's memory use; "
+                        "pass --cache-mb or set it in your own config file")
+        data.pop("cache_mb")
     model = data.get("model")
     if model is not None and is_remote_model(model) and model.strip() != str(user.get("model", "")).strip():
         warnings.append(f"{path}: model = {model!r} ignored: a repository may not send your prompts and "

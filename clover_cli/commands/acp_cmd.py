@@ -19,7 +19,9 @@ import click
 @click.option("--threshold", type=click.FloatRange(0.0, 1.0), default=None, help="Commit threshold for block diffusion.")
 @click.option("--api-key-env", default=None, metavar="NAME", help="Environment variable holding the API key (openai: models).")
 @click.option("--context-window", type=click.IntRange(256), default=None, help="The model's context window in tokens.")
-def acp(model, approval, threshold, api_key_env, context_window) -> None:
+@click.option("--cache-mb", type=click.FloatRange(min=0), default=None, metavar="MIB",
+              help="MiB kept for earlier requests' caches (prefix reuse; 0: off; default: a quarter of free memory).")
+def acp(model, approval, threshold, api_key_env, context_window, cache_mb) -> None:
     """Serve the agent over ACP (JSON-RPC on stdio) until the editor closes the connection."""
     import asyncio
     import os
@@ -38,6 +40,9 @@ def acp(model, approval, threshold, api_key_env, context_window) -> None:
     opts: dict = {"threshold": defaults.threshold if threshold is None else threshold}
     if api_key_env:
         opts["api_key_env"] = api_key_env
+    cache_mb = defaults.cache_mb if cache_mb is None else cache_mb
+    if cache_mb is not None:
+        opts["cache_mb"] = cache_mb
     try:
         backend = make_backend(model or defaults.model, **opts)
     except (SpecError, BackendError) as e:

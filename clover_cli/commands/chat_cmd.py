@@ -10,8 +10,8 @@ from pathlib import Path
 
 import click
 
-from clover_cli.commands.options import (approval_option, command_line, model_option, root_option,
-                                         session_options, threshold_option)
+from clover_cli.commands.options import (approval_option, cache_mb_option, command_line, model_option,
+                                         root_option, session_options, threshold_option)
 
 
 @click.command("chat")
@@ -19,6 +19,7 @@ from clover_cli.commands.options import (approval_option, command_line, model_op
 @root_option()
 @approval_option()
 @threshold_option()
+@cache_mb_option()
 @session_options()
 @click.pass_context
 def chat(ctx: click.Context) -> None:
@@ -26,7 +27,7 @@ def chat(ctx: click.Context) -> None:
 
     Settings come from ~/.config/clover/config.toml and, once you trust the repository
     (asked here the first time, or `clover trust`), <root>/.clover/config.toml
-    (keys: model, approval, threshold; test_cmd is clover fix's); options given here win.
+    (keys: model, approval, threshold, cache_mb; test_cmd is clover fix's); options given here win.
     """
     from clover_cli.config import ConfigError, load_settings
 
@@ -38,7 +39,7 @@ def chat(ctx: click.Context) -> None:
         raise click.UsageError("use either --continue or --session, not both")
     trusted = ask_trust(root_path)
     try:
-        settings = load_settings(root_path, line.flags(), needed=("model", "approval", "threshold"),
+        settings = load_settings(root_path, line.flags(), needed=("model", "approval", "threshold", "cache_mb"),
                                  trusted=trusted)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
@@ -50,7 +51,8 @@ def chat(ctx: click.Context) -> None:
     from clover_cli.tui.bridge import SessionOptions
 
     options = SessionOptions(model=cfg.model, root=root_path, approval=cfg.approval,
-                             threshold=cfg.threshold, resume="last" if line.continue_ else line.session_id)
+                             threshold=cfg.threshold, resume="last" if line.continue_ else line.session_id,
+                             backend_options={"cache_mb": cfg.cache_mb} if cfg.cache_mb is not None else {})
     result = CloverApp(options).run()
     if result and result.get("session_id"):
         click.echo(f"Session {result['session_id']} saved to {result['session_path']}")

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from clover_cli.commands.options import command_line, model_option, root_option
+from clover_cli.commands.options import cache_mb_option, command_line, model_option, root_option
 from clover_cli.termsafe import clean_line, clean_text
 
 
@@ -24,6 +24,7 @@ def _fail(message: str) -> None:
 @model_option("Model spec (default: `model` in your config or a trusted repository's .clover/config.toml, "
               "else the bundled tiny model).")
 @root_option()
+@cache_mb_option()
 @click.option("--attempts", default=3, show_default=True, type=int, help="Agent turns before giving up.")
 @click.option("--max-steps", default=30, show_default=True, type=int, help="Tool steps per agent turn.")
 @click.option("--max-new-tokens", default=None, type=int, help="Tokens per model call (default: the agent's).")
@@ -48,13 +49,14 @@ def fix(ctx: click.Context, test, test_cmd, attempts, max_steps, max_new_tokens,
     model, root = line.model, line.root_path()
     if root.is_dir():
         try:  # the one settings loader: the user's file, and the repository's only when trusted
-            settings = load_settings(root, dict(model=model, test_cmd=test_cmd),
-                                     needed=("model", "test_cmd"))
+            settings = load_settings(root, dict(model=model, test_cmd=test_cmd, cache_mb=line.cache_mb),
+                                     needed=("model", "test_cmd", "cache_mb"))
         except ConfigError as exc:
             _fail(str(exc))
         for warning in settings.warnings:
             click.echo(f"clover fix: warning: {clean_line(warning)}", err=True)
         model, test_cmd = settings.config.model, settings.config.test_cmd
+        line.cache_mb = settings.config.cache_mb
     try:
         spec = parse_spec(model)
         opts = FixOptions(test=test, root=root, test_cmd=test_cmd, attempts=attempts,
@@ -66,7 +68,8 @@ def fix(ctx: click.Context, test, test_cmd, attempts, max_steps, max_new_tokens,
     def make_backend():
         from clover_cli.agent.backends import make_backend as make
 
-        return make(spec)  # the typed spec parsed above: never turned back into a string
+        # the typed spec parsed above: never turned back into a string
+        return make(spec, **({"cache_mb": line.cache_mb} if line.cache_mb is not None else {}))
 
     log = sys.stderr
     try:

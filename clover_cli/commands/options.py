@@ -34,6 +34,7 @@ class CommandLine:
     root: str | None = None
     approval: str | None = None
     threshold: float | None = None
+    cache_mb: float | None = None
     continue_: bool = False
     session_id: str | None = None
 
@@ -42,8 +43,9 @@ class CommandLine:
         return Path(self.root or ".").expanduser()
 
     def flags(self, *keys: str) -> dict[str, Any]:
-        """The settings flags for `load_settings` (model, approval, threshold; None: not given)."""
-        return {key: getattr(self, key) for key in keys or ("model", "approval", "threshold")}
+        """The settings flags for `load_settings` (model, approval, threshold, cache_mb; None: not
+        given)."""
+        return {key: getattr(self, key) for key in keys or ("model", "approval", "threshold", "cache_mb")}
 
 
 def command_line(ctx: click.Context) -> CommandLine:
@@ -84,6 +86,13 @@ def threshold_option(help: str = f"Block-diffusion commit threshold, 0 < t <= 1 
                      ) -> Callable:
     """--threshold T (range-checked once, by the settings loader)."""
     return _shared("--threshold", field="threshold", type=float, help=help)
+
+
+def cache_mb_option(help: str = "MiB kept for earlier requests' caches, so a prompt that shares a "
+                    "prefix with one prefills only the rest (0: off; default: a quarter of free memory)."
+                    ) -> Callable:
+    """--cache-mb N (checked once, by the settings loader)."""
+    return _shared("--cache-mb", field="cache_mb", type=click.FloatRange(min=0), metavar="MIB", help=help)
 
 
 def session_options(continue_help: str = "Resume the last session in this repository.") -> Callable:

@@ -15,8 +15,8 @@ import sys
 import click
 
 from clover_cli.agent.config import HEADLESS_APPROVAL_MODES
-from clover_cli.commands.options import (approval_option, command_line, model_option, root_option,
-                                         session_options, threshold_option)
+from clover_cli.commands.options import (approval_option, cache_mb_option, command_line, model_option,
+                                         root_option, session_options, threshold_option)
 from clover_cli.termsafe import StreamCleaner, clean_line, clean_text, json_line
 
 
@@ -38,6 +38,7 @@ def _fail_args(message: str) -> None:
               help="Shell command prefix allowed without asking (repeatable), e.g. 'pytest'.")
 @click.option("--api-key-env", default=None, metavar="NAME", help="Environment variable holding the API key (openai: models).")
 @threshold_option()
+@cache_mb_option()
 @click.option("--max-new-tokens", type=click.IntRange(1), default=None, help="Token budget per model call.")
 @click.option("--context-window", type=click.IntRange(256), default=None,
               help="The model's context window in tokens (default: what an openai: server reports, else the model's).")
@@ -60,7 +61,7 @@ def run(ctx: click.Context, task, max_steps, as_json, shell_allow, api_key_env, 
     # then, so a broken file does not stop a fully specified run. `ask` (the TUI's mode, from a
     # file or `clover --approval ask run`) means auto-edit here: a headless run cannot ask
     try:
-        settings = load_settings(root, line.flags(), needed=("model", "approval", "threshold"))
+        settings = load_settings(root, line.flags(), needed=("model", "approval", "threshold", "cache_mb"))
     except ConfigError as e:
         _fail_args(str(e))
     for warning in settings.warnings:
@@ -75,6 +76,8 @@ def run(ctx: click.Context, task, max_steps, as_json, shell_allow, api_key_env, 
     from clover_cli.engine.spec import SpecError
 
     opts: dict = {"threshold": threshold}
+    if settings.config.cache_mb is not None:
+        opts["cache_mb"] = settings.config.cache_mb
     if api_key_env:
         opts["api_key_env"] = api_key_env
     try:

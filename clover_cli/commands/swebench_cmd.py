@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from clover_cli.commands.options import command_line, model_option
+from clover_cli.commands.options import cache_mb_option, command_line, model_option
 
 EVAL_CHOICE = click.Choice(["local", "docker", "none"])
 
@@ -52,6 +52,7 @@ def _eval_options(f):
 @click.option("--output", "output", default=None, type=click.Path(dir_okay=False),
               help="Predictions JSONL to write (the official harness's input).")
 @model_option()
+@cache_mb_option()
 @click.option("--redo", is_flag=True, help="Run instances that already have a prediction again.")
 @click.option("--evaluate", "evaluate", type=EVAL_CHOICE, default="none", is_flag=False,
               flag_value="local", show_default=True,
@@ -109,7 +110,8 @@ def swebench(ctx: click.Context, instances, output, redo, evaluate, max_steps, m
     def factory(_spec_text: str):
         from clover_cli.agent.backends import make_backend
 
-        return make_backend(spec)  # the spec parsed above, never re-parsed from its text
+        cache_mb = command_line(ctx).cache_mb  # the spec parsed above, never re-parsed from its text
+        return make_backend(spec, **({"cache_mb": cache_mb} if cache_mb is not None else {}))
 
     preloaded = None
     if spec.in_process:

@@ -141,8 +141,33 @@ def test_commands_take_shared_options_from_the_one_declaration(name):
 
     module = importlib.import_module(f"clover_cli.commands.{COMMANDS[name][0]}")
     command = getattr(module, COMMANDS[name][1])
-    shared = {"model", "root", "approval", "threshold", "continue_", "session_id"}
+    shared = {"model", "root", "approval", "threshold", "cache_mb", "continue_", "session_id"}
     for param in command.params:
         if param.name in shared:
             assert param.expose_value is False and param.callback.__module__ == options.__name__, param.name
     assert "parent.params" not in inspect.getsource(module)
+
+
+def test_cache_mb_reaches_the_engine(tmp_path, monkeypatch):
+    """--cache-mb (or the user's cache_mb) is the engine's prefix-cache budget; 0 turns reuse off."""
+    from clover_cli.agent.backends import make_backend
+
+    assert make_backend("tiny", cache_mb=0).engine.prefix_cache.budget == 0
+    assert make_backend("tiny", cache_mb=3).engine.prefix_cache.budget == 3 << 20
+    seen = []
+    from clover_cli.agent import backends
+
+    real = backends.make_backend
+
+    def spy(spec, **opts):
+        seen.append(opts.get("cache_mb"))
+        return real(spec, **opts)
+
+    monkeypatch.setattr(backends, "make_backend", spy)
+    repo = make_repo(tmp_path / "r")
+    script = replay(tmp_path, ["done"])
+    for args, want in ((["--cache-mb", "5"], 5.0), ([], None)):
+        result = _clover("run", "hi", "--model", script, "--root", str(repo), *args)
+        assert result.exit_code == 0, result.output
+        assert seen[-1] == want
+    assert _clover("run", "hi", "--model", script, "--cache-mb", "-1").exit_code == 2

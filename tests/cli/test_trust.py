@@ -260,3 +260,24 @@ def test_flags_are_range_checked_by_the_loader_in_every_command(tmp_path):
     user_file("threshold = 7\n")
     p = clover("fix", "t.py", "--root", str(tmp_path))
     assert p.returncode == 2 and "config.toml: threshold must be in (0, 1], got 7" in p.stderr
+
+
+def test_cache_mb_comes_from_the_user_or_a_flag_never_a_repository(tmp_path):
+    """cache_mb (the prefix cache's memory, docs/engine.md) is the user's: a trusted repository's
+    file may not set it; a bad value names its source."""
+    repo = tmp_path / "repo"
+    conf = write(repo / ".clover" / "config.toml", "cache_mb = 100000\n")
+    TrustStore().set(repo, True)
+    s = load_settings(repo)
+    assert s.config.cache_mb is None and "may not size Clover's memory use" in s.warnings[0]
+    user_file("cache_mb = 64\n")
+    assert load_settings(repo).config.cache_mb == 64
+    assert load_settings(repo, {"cache_mb": 0}).config.cache_mb == 0
+    conf.write_text("")
+    for bad in ("-1", '"lots"', "true", "inf"):
+        user_file(f"cache_mb = {bad}\n")
+        with pytest.raises(ConfigError, match=r"config\.toml: cache_mb must be a number of MiB >= 0"):
+            load_settings(repo)
+    user_file("")
+    with pytest.raises(ConfigError, match=r"--cache-mb: cache_mb must be"):
+        load_settings(repo, {"cache_mb": -2})
