@@ -3,7 +3,8 @@
 One JSON object a line, {"text": ..., "time": ...}, in
 `tools.statedir.repo_state_dir(root) / "history.jsonl"` (outside the repository: docs/security.md).
 Bounded: when the file grows past twice MAX_ENTRIES lines it is rewritten with the newest
-MAX_ENTRIES. Lines that are not such objects are skipped, never fatal. Headless: no UI here.
+MAX_ENTRIES. Lines that are not such objects are skipped, never fatal; a prompt with lone
+surrogates is stored with U+FFFD (it cannot be UTF-8 otherwise). Headless: no UI here.
 """
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import json
 import os
 import time
 from pathlib import Path
+
+from clover_cli.tools.argcheck import scrub
 
 MAX_ENTRIES = 500
 MAX_CHARS = 20_000  # a prompt longer than this is not remembered (a pasted file)
@@ -64,7 +67,7 @@ class PromptHistory:
         try:
             with open(tmp, "w", encoding="utf-8") as f:
                 for text in entries:
-                    f.write(json.dumps({"text": text}, ensure_ascii=False) + "\n")
+                    f.write(json.dumps({"text": scrub(text)}, ensure_ascii=False) + "\n")
             os.replace(tmp, self.path)
         except OSError:
             pass
@@ -81,7 +84,7 @@ class PromptHistory:
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             with os.fdopen(fd, "a", encoding="utf-8") as f:
-                f.write(json.dumps({"text": text, "time": round(time.time())}, ensure_ascii=False) + "\n")
+                f.write(json.dumps({"text": scrub(text), "time": round(time.time())}, ensure_ascii=False) + "\n")
         except OSError:
             pass
 
