@@ -14,23 +14,45 @@ class BinaryFileError(ValueError):
 
 
 class NotRegularFileError(OSError):
-    """The path is a FIFO, socket or device: reading it could block or never end."""
+    """The path is a FIFO, socket, device or folder: reading it could block or never end."""
 
 
-def read_regular(path: Path | str) -> bytes:
+class FileTooLargeError(OSError):
+    """The file holds more than the caller's limit; nothing of it was kept."""
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, in words: "a directory", "a FIFO (named pipe)", ..."""
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def read_regular(path: Path | str, limit: int | None = None) -> bytes:
     """The bytes of a regular file; raises NotRegularFileError for anything else without blocking
-    (the open is non-blocking, so a FIFO with no writer cannot hang the caller)."""
+    (the open is non-blocking, so a FIFO with no writer cannot hang the caller). With `limit`,
+    at most that many bytes are read and a longer file raises FileTooLargeError (the size is
+    checked as read, since /proc and /sys files report 0)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise NotRegularFileError(f"{path} is not a regular file")
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularFileError(f"{path} is {file_kind(mode)}, not a regular file")
         os.set_blocking(fd, True)
         with os.fdopen(fd, "rb") as fh:
             fd = -1
-            return fh.read()
+            if limit is None:
+                return fh.read()
+            data = fh.read(limit + 1)
     finally:
         if fd >= 0:
             os.close(fd)
+    if len(data) > limit:
+        raise FileTooLargeError(f"{path} is larger than {limit:,} bytes")
+    return data
 
 
 def is_binary(data: bytes) -> bool:

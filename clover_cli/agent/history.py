@@ -14,9 +14,11 @@ import time
 from pathlib import Path
 
 from clover_cli.tools.argcheck import scrub
+from clover_cli.tools.textio import read_regular
 
 MAX_ENTRIES = 500
 MAX_CHARS = 20_000  # a prompt longer than this is not remembered (a pasted file)
+MAX_BYTES = 16 * 1024 * 1024  # a history file larger than this (or not a regular file) is not read
 
 
 def history_path(root: Path | str) -> Path:
@@ -45,8 +47,8 @@ class PromptHistory:
     def _load(self) -> list[str]:
         if self.path is None:
             return []
-        try:
-            lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
+        try:  # non-blocking and bounded: a FIFO or a huge file in its place costs nothing
+            lines = read_regular(self.path, MAX_BYTES).decode("utf-8", errors="replace").splitlines()
         except OSError:
             return []
         out: list[str] = []
@@ -82,7 +84,7 @@ class PromptHistory:
         if self.path is None or len(text) > MAX_CHARS:
             return
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o600)
             with os.fdopen(fd, "a", encoding="utf-8") as f:
                 f.write(json.dumps({"text": scrub(text), "time": round(time.time())}, ensure_ascii=False) + "\n")
         except OSError:
