@@ -3,9 +3,9 @@
 The file is {"completions": ["raw assistant text 1", ...]}; each model call returns the next one,
 streamed in small chunks and parsed exactly like a real model's output. Exhausted: an empty answer.
 Optional keys "chunk_chars" and "delay" (seconds after each chunk, like a slow model step that
-cannot be interrupted) set the pace when the caller does not. The file must be a regular file of
-at most MAX_REPLAY_BYTES, read with a non-blocking open (`replay:/dev/zero` or a FIFO is refused
-at once, not read whole).
+cannot be interrupted) set the pace when the caller does not. The file must be a regular file or a pipe
+(`replay:<(command)`, a FIFO: read when its writer writes) of at most MAX_REPLAY_BYTES; a device or
+folder is refused at once (`replay:/dev/zero` was read whole, 2.9 GB, to a MemoryError).
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ class ReplayBackend(ModelBackend):
         super().__init__(threshold)
         self.path = Path(path)
         try:
-            data = json.loads(read_regular(self.path, MAX_REPLAY_BYTES).decode("utf-8"))
+            data = json.loads(read_regular(self.path, MAX_REPLAY_BYTES, allow_pipe=True).decode("utf-8"))
         except FileNotFoundError:
             raise BackendError(f"replay file {str(self.path)!r} not found") from None
         except NotRegularFileError as e:
