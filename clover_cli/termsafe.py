@@ -11,6 +11,10 @@ litter), then drops every remaining C0 control except newline and tab, DEL and e
 so even a sequence split across two streamed chunks can never reach the terminal: without its
 ESC (or C1 introducer) the rest is printable text. Stateless, so it is safe to apply per chunk.
 
+Both also make the text encodable: a lone surrogate (a `\\ud800` escape from a server, or a replay
+file) cannot be written as UTF-8 and would end the command with UnicodeEncodeError; it becomes
+U+FFFD (`utf8_safe`).
+
 Only the standard library is imported here.
 """
 from __future__ import annotations
@@ -18,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 
-__all__ = ["clean_text", "clean_line", "json_line", "StreamCleaner"]
+__all__ = ["clean_text", "clean_line", "json_line", "utf8_safe", "StreamCleaner"]
 
 # ECMA-48: CSI ESC [ params intermediates final; OSC/DCS/SOS/PM/APC strings end at BEL or ST
 # (ESC \ or 0x9c); two-character escapes ESC X. The 8-bit forms (0x9b CSI, 0x9d OSC, ...) too.
@@ -35,13 +39,23 @@ _PARTIAL = re.compile(
 MAX_HELD = 4096
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029]")
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def utf8_safe(text: str) -> str:
+    """`text` with every lone surrogate replaced by U+FFFD, so it can always be written as UTF-8."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return _SURROGATES.sub("\ufffd", text)
 
 
 def clean_text(text: str) -> str:
     """`text` without terminal control sequences or control characters (newline and tab kept;
-    CR LF becomes LF, any other CR is dropped)."""
+    CR LF becomes LF, any other CR is dropped; lone surrogates become U+FFFD)."""
     text = _SEQUENCES.sub("", text.replace("\r\n", "\n"))
-    return _CONTROLS.sub("", text)
+    return utf8_safe(_CONTROLS.sub("", text))
 
 
 def clean_line(text: str) -> str:
@@ -51,8 +65,9 @@ def clean_line(text: str) -> str:
 
 def json_line(obj: object) -> str:
     """One JSON object on one line, non-ASCII kept readable but every control character escaped
-    (json escapes C0 itself; DEL, C1 and the JS line separators are escaped here)."""
-    text = json.dumps(obj, ensure_ascii=False, default=str)
+    (json escapes C0 itself; DEL, C1 and the JS line separators are escaped here); lone
+    surrogates become U+FFFD."""
+    text = utf8_safe(json.dumps(obj, ensure_ascii=False, default=str))
     return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
 
 

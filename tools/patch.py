@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .base import ToolResult
-from .matching import Match, describe_ambiguity, describe_failure, find_block
+from .matching import BlockFinder, Claims, Match, describe_ambiguity, describe_failure
 from .paths import PathError, relpath, resolve_in_root, resolve_link_in_root
 from .patchtext import fix_hunk_counts, unwrap
 from .textio import decode, dominant_eol, encode, is_binary, split_lines
@@ -89,7 +89,8 @@ def apply_hunks(rel: str, data: bytes | None, hunks: list,
     text, enc = decode(data) if data is not None else ("", "utf-8")
     lines = split_lines(text)
     eol = dominant_eol(text, default="")
-    plans, claimed, notes = [], [], []
+    finder, claims = BlockFinder(lines), Claims(len(lines))
+    plans, notes = [], []
     offset = 0  # where the previous hunk applied, relative to its header's line
     for k, hunk in enumerate(hunks, 1):
         has_numbers = numbered[k - 1] if numbered and k - 1 < len(numbered) else True
@@ -101,7 +102,7 @@ def apply_hunks(rel: str, data: bytes | None, hunks: list,
         if not old:
             start = max(0, min(stated + offset, len(lines)))
         else:
-            found = find_block(lines, old, exclude=claimed)
+            found = finder.find(old, claims)
             if not found:
                 raise PatchError(describe_failure(what, rel, lines, old))
             if len(found) > 1:
@@ -117,10 +118,17 @@ def apply_hunks(rel: str, data: bytes | None, hunks: list,
                 notes.append(f"hunk {k} of {rel} matched at line {start + 1} ignoring {match.level}")
             if has_numbers:
                 offset = start - stated
-        claimed.append(range(start, start + len(old)))
+        claims.add(range(start, start + len(old)))
         plans.append((start, len(old), entries, match))
-    for start, length, entries, match in sorted(plans, key=lambda p: p[0], reverse=True):
-        out, fi = [], start
+    # one pass over the file in order (splicing hunk by hunk costs the file's length per hunk);
+    # at one position a pure insertion goes before the hunk that replaces lines there
+    plans.sort(key=lambda p: (p[0], p[1] > 0))
+    out: list[str] = []
+    cursor = 0
+    for start, length, entries, match in plans:
+        start = max(start, cursor)
+        out.extend(lines[cursor:start])
+        fi = start
         for e in entries:
             if e.kind == " ":
                 out.append(lines[fi])
@@ -130,7 +138,9 @@ def apply_hunks(rel: str, data: bytes | None, hunks: list,
             else:
                 line = match.reindent(e.text) if match else e.text
                 out.append(line + ((eol or e.eol) if e.eol else ""))
-        lines[start:start + length] = out
+        cursor = start + length
+    out.extend(lines[cursor:])
+    lines = out
     fill = eol or "\n"
     for i in range(len(lines) - 1):
         if not lines[i].endswith("\n"):
@@ -229,7 +239,10 @@ def plan_patch(root: Path, patch: str) -> Plan:
         hunks, hunk_flags = hunks_of(pf)
         if pf.is_binary_file:
             raise PatchError(f"binary patch for {dst or src} is not supported. Nothing was changed.")
-        if pf.is_added_file or (src is None and dst):
+        # added or deleted only by a /dev/null name (git's new/deleted file headers give one);
+        # unidiff also guesses from a lone `@@ -0,0` / `+0,0` hunk, but that is how a patch fills
+        # an empty file or empties one that stays
+        if src is None and dst:
             rel = safe(dst)
             if current(rel) is not None:
                 raise PatchError(f"{rel} already exists; the patch creates it as a new file. "
@@ -238,7 +251,7 @@ def plan_patch(root: Path, patch: str) -> Plan:
             state[rel] = new
             modes[rel] = 0o755 if raw_mode is not None and raw_mode & 0o111 else 0o644
             summary.append(f"created {rel}")
-        elif pf.is_removed_file or (dst is None and src):
+        elif dst is None and src:
             rel = safe(_pick_existing(root, [src]), link_itself=True)
             data = current(rel)
             if data is None:

@@ -17,7 +17,11 @@ BARE_HUNK = re.compile(r"^@@(?:[ \t].*)?$", re.S)  # "@@" or "@@ ... @@" without
 
 
 def unwrap(patch: str) -> str:
-    """The diff inside a ```diff fence, if the text has one; ends with a newline."""
+    """The diff inside a ```diff fence, if the text has one, with LF line ends; ends with a
+    newline. A patch with CRLF line ends (written on Windows, or copied from a CRLF file) would
+    leave a CR in every file name (`a.py\r` does not exist); line ends of a patch never matter,
+    since hunks are matched by line bodies and new lines take the file's own line end."""
+    patch = patch.replace("\r\n", "\n")
     fenced = FENCE.search(patch)
     if fenced and "@@" in fenced.group(1):
         patch = fenced.group(1)
@@ -56,6 +60,7 @@ def fix_hunk_counts(patch: str, numbered: list[bool] | None = None) -> str:
     bare `@@` gets numbers here, but they say nothing about where the hunk goes)."""
     lines = patch.splitlines(keepends=True)
     out: list[str] = []
+    last_text = max((j for j, x in enumerate(lines) if x.strip()), default=-1)
     i = 0
     while i < len(lines):
         m = HUNK.match(lines[i])
@@ -75,7 +80,7 @@ def fix_hunk_counts(patch: str, numbered: list[bool] | None = None) -> str:
         else:
             h_old = int(m.group(2)) if m.group(2) is not None else 1
             h_new = int(m.group(4)) if m.group(4) is not None else 1
-        at_end = all(not x.strip() for x in lines[end:])
+        at_end = end > last_text  # nothing but blank lines after this body
         header = lines[i]
         if (old, new) != (h_old, h_new) and (not at_end or (old >= h_old and new >= h_new)):
             s_start = int(m.group(1)) if m else (1 if old else 0)

@@ -18,9 +18,11 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 from pathlib import Path
 
-__all__ = ["state_home", "cache_home", "repo_key", "repo_state_dir", "repo_cache_dir"]
+__all__ = ["state_home", "cache_home", "repo_key", "repo_state_dir", "repo_cache_dir",
+           "state_folder_problem"]
 
 
 def _xdg(var: str, default: str) -> Path:
@@ -64,3 +66,21 @@ def repo_cache_dir(root: Path | str, *parts: str, create: bool = True) -> Path:
     """The repository's cache folder (or a subfolder of it), created 0700 unless `create=False`."""
     path = cache_home().joinpath("repos", repo_key(root), *parts)
     return _private(path) if create else path
+
+
+def state_folder_problem(path: Path | str) -> str | None:
+    """Why the folder `path` cannot exist, in words, when a path on the way to it is something
+    other than a folder (`/home/u/.local/state/clover is a file, not a folder`); None otherwise."""
+    path = Path(path)
+    for part in [path, *path.parents]:
+        try:
+            mode = os.stat(part).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as exc:
+            return f"{part}: {exc.strerror or exc}"
+        if stat.S_ISDIR(mode):
+            return None
+        what = "a file" if stat.S_ISREG(mode) else "not a folder"
+        return f"{part} is {what}, not a folder; move it aside and Clover creates the folder"
+    return None

@@ -14,23 +14,54 @@ class BinaryFileError(ValueError):
 
 
 class NotRegularFileError(OSError):
-    """The path is a FIFO, socket or device: reading it could block or never end."""
+    """The path is a FIFO, socket, device or folder: reading it could block or never end."""
 
 
-def read_regular(path: Path | str) -> bytes:
+class FileTooLargeError(OSError):
+    """The file holds more than the caller's limit; nothing of it was kept."""
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, in words: "a directory", "a FIFO (named pipe)", ..."""
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def read_regular(path: Path | str, limit: int | None = None, allow_pipe: bool = False) -> bytes:
     """The bytes of a regular file; raises NotRegularFileError for anything else without blocking
-    (the open is non-blocking, so a FIFO with no writer cannot hang the caller)."""
+    (the open is non-blocking, so a FIFO with no writer cannot hang the caller). With `limit`,
+    at most that many bytes are read and a longer file raises FileTooLargeError (the size is
+    checked as read, since /proc and /sys files report 0). `allow_pipe` also takes a FIFO or
+    pipe (`<(command)` in bash is one) and waits for its writer, as any reader of a pipe does;
+    devices, folders and sockets are still refused."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise NotRegularFileError(f"{path} is not a regular file")
+        st = os.fstat(fd)
+        pipe = allow_pipe and stat.S_ISFIFO(st.st_mode)
+        if not stat.S_ISREG(st.st_mode) and not pipe:
+            raise NotRegularFileError(f"{path} is {file_kind(st.st_mode)}, not a regular file")
+        if pipe:  # a non-blocking reader sees EOF until a writer comes: open again, blocking
+            again = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            os.close(fd)
+            fd = again
+            if (os.fstat(fd).st_dev, os.fstat(fd).st_ino) != (st.st_dev, st.st_ino):
+                raise NotRegularFileError(f"{path} changed while it was opened")
         os.set_blocking(fd, True)
         with os.fdopen(fd, "rb") as fh:
             fd = -1
-            return fh.read()
+            if limit is None:
+                return fh.read()
+            data = fh.read(limit + 1)
     finally:
         if fd >= 0:
             os.close(fd)
+    if len(data) > limit:
+        raise FileTooLargeError(f"{path} is larger than {limit:,} bytes")
+    return data
 
 
 def is_binary(data: bytes) -> bool:

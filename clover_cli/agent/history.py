@@ -3,7 +3,8 @@
 One JSON object a line, {"text": ..., "time": ...}, in
 `tools.statedir.repo_state_dir(root) / "history.jsonl"` (outside the repository: docs/security.md).
 Bounded: when the file grows past twice MAX_ENTRIES lines it is rewritten with the newest
-MAX_ENTRIES. Lines that are not such objects are skipped, never fatal. Headless: no UI here.
+MAX_ENTRIES. Lines that are not such objects are skipped, never fatal; a prompt with lone
+surrogates is stored with U+FFFD (it cannot be UTF-8 otherwise). Headless: no UI here.
 """
 from __future__ import annotations
 
@@ -12,8 +13,12 @@ import os
 import time
 from pathlib import Path
 
+from clover_cli.tools.argcheck import scrub
+from clover_cli.tools.textio import read_regular
+
 MAX_ENTRIES = 500
 MAX_CHARS = 20_000  # a prompt longer than this is not remembered (a pasted file)
+MAX_BYTES = 16 * 1024 * 1024  # a history file larger than this (or not a regular file) is not read
 
 
 def history_path(root: Path | str) -> Path:
@@ -42,8 +47,8 @@ class PromptHistory:
     def _load(self) -> list[str]:
         if self.path is None:
             return []
-        try:
-            lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
+        try:  # non-blocking and bounded: a FIFO or a huge file in its place costs nothing
+            lines = read_regular(self.path, MAX_BYTES).decode("utf-8", errors="replace").splitlines()
         except OSError:
             return []
         out: list[str] = []
@@ -64,7 +69,7 @@ class PromptHistory:
         try:
             with open(tmp, "w", encoding="utf-8") as f:
                 for text in entries:
-                    f.write(json.dumps({"text": text}, ensure_ascii=False) + "\n")
+                    f.write(json.dumps({"text": scrub(text)}, ensure_ascii=False) + "\n")
             os.replace(tmp, self.path)
         except OSError:
             pass
@@ -79,9 +84,9 @@ class PromptHistory:
         if self.path is None or len(text) > MAX_CHARS:
             return
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o600)
             with os.fdopen(fd, "a", encoding="utf-8") as f:
-                f.write(json.dumps({"text": text, "time": round(time.time())}, ensure_ascii=False) + "\n")
+                f.write(json.dumps({"text": scrub(text), "time": round(time.time())}, ensure_ascii=False) + "\n")
         except OSError:
             pass
 

@@ -7,24 +7,35 @@ to the conversation; {"type": "reset", "messages": [...]} when the conversation 
 (compaction, clear); other types ("tool_call", "tool_result", "turn_end", ...) are the trajectory
 for people and tools to read and are ignored when a session is resumed.
 
-Reading is forgiving: a line that is not JSON, not an object, or not valid UTF-8 is skipped and
-reported in one line; lone surrogates read back from `\\ud800` escapes become U+FFFD. Writing
-never fails on text: a record whose text cannot be UTF-8 is written as ASCII JSON escapes.
+Reading is forgiving: a line that is not JSON, not an object, not valid UTF-8, or a record of a
+known type without its fields (an `original` without a path) is skipped and reported in one line;
+lone surrogates read back from `\\ud800` escapes become U+FFFD. Only regular files are read, never
+more than MAX_SESSION_BYTES, with a non-blocking open (a FIFO named like a session cannot hang).
+Writing never fails on text (a record whose text cannot be UTF-8 is written as ASCII JSON escapes)
+and never ends a run: a write that fails (a full disk) is undone to the last whole line, one
+warning says the session is no longer saved, and the run goes on. A sessions folder that cannot
+exist (the state folder is a file) is a SessionError when the log is opened.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 import secrets
+import stat
 import sys
 import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from clover_cli.tools.statedir import repo_state_dir
+from clover_cli.tools.statedir import repo_state_dir, state_folder_problem
+from clover_cli.tools.textio import FileTooLargeError, NotRegularFileError, file_kind, read_regular
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+MAX_SESSION_BYTES = 256 * 1024 * 1024
+# the fields a record of a known type must have to be used when a session is resumed
+_SHAPES = {"original": {"path": str}, "message": {"message": dict}, "reset": {"messages": list}}
 
 
 class SessionError(ValueError):
@@ -41,37 +52,71 @@ def new_session_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
 
 
+def _regular_sessions(folder: Path) -> list[tuple[float, str, Path]]:
+    """(mtime, name, path) of the regular `*.jsonl` files in `folder`; a folder, FIFO or dangling
+    link that has a session's name is no session (reading it would fail or block)."""
+    found = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.name.endswith(".jsonl") or entry.name.startswith("."):
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            found.append((st.st_mtime, entry.name, Path(entry.path)))
+    return sorted(found)
+
+
 def find_session(root: Path, which: str) -> Path:
-    """The file of session `which` ("last" = most recently written)."""
+    """The file of session `which` ("last" = the most recently written regular session file)."""
     folder = sessions_dir(root)
     if which == "last":
-        files = sorted(folder.glob("*.jsonl"), key=lambda p: (p.stat().st_mtime, p.name)) if folder.is_dir() else []
+        files = _regular_sessions(folder)
         if not files:
             raise SessionError(f"no session to continue in {folder}")
-        return files[-1]
+        return files[-1][2]
     if not which or len(which) > 200 or any(c in which for c in "/\\\x00") or which.startswith("."):
         raise SessionError(f"bad session id {which!r}")
     path = folder / f"{which}.jsonl"
-    if not path.is_file():
-        raise SessionError(f"no session {which!r} in {folder}")
+    try:
+        mode = path.lstat().st_mode
+    except OSError:
+        raise SessionError(f"no session {which!r} in {folder}") from None
+    if not stat.S_ISREG(mode):
+        raise SessionError(f"session {which!r} cannot be read: {path} is {file_kind(mode)}, "
+                           "not a session file")
     return path
 
 
 class SessionLog:
     """Appends records to one session file (each line flushed, so a crash loses nothing written)."""
 
-    def __init__(self, root: Path, session_id: str, enabled: bool = True) -> None:
+    def __init__(self, root: Path, session_id: str, enabled: bool = True,
+                 warn=None) -> None:
         self.root = Path(root)
         self.session_id = session_id
         self.path = sessions_dir(root) / f"{session_id}.jsonl"
         self.enabled = enabled
+        self.failed: str | None = None  # why writing stopped, once it has
+        self._warn = warn or (lambda line: print(line, file=sys.stderr, flush=True))
         self._checked_tail = False
+        if enabled:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            except OSError as exc:
+                problem = state_folder_problem(self.path.parent) or exc.strerror or str(exc)
+                raise SessionError(f"cannot keep sessions in {self.path.parent}: {problem}") from None
 
     def append(self, record: dict[str, Any]) -> None:
-        if not self.enabled:
+        """Write one record as one line. A failed write (a full disk, the file replaced by a
+        folder or FIFO) leaves the file as it was, warns once and stops the log; never raises."""
+        if not self.enabled or self.failed is not None:
             return
-        if not self.path.parent.exists():
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         full = {"t": round(time.time(), 3), **record}
         try:
             line = json.dumps(full, ensure_ascii=False, default=str)
@@ -79,21 +124,43 @@ class SessionLog:
             line = json.dumps({"t": full["t"], "type": str(record.get("type", "record"))[:64],
                                "unwritable": f"{type(exc).__name__}: {exc}"[:200]})
         try:
-            line.encode("utf-8")
+            data = (line + "\n").encode("utf-8")
         except UnicodeEncodeError:  # lone surrogates: ASCII escapes keep the record lossless
-            line = json.dumps(full, ensure_ascii=True, default=str)
-        if not self._checked_tail:  # a line torn by an earlier crash must not swallow this one
-            self._checked_tail = True
-            if self.path.is_file() and self.path.stat().st_size:
-                with open(self.path, "rb") as f:
-                    f.seek(-1, os.SEEK_END)
-                    if f.read(1) != b"\n":
-                        line = "\n" + line
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(line + "\n")
-            f.flush()
-            if record.get("type") == "turn_end":
-                os.fsync(f.fileno())
+            data = (json.dumps(full, ensure_ascii=True, default=str) + "\n").encode("utf-8")
+        try:
+            self._write(data, sync=record.get("type") == "turn_end")
+        except OSError as exc:
+            self.failed = exc.strerror or str(exc)
+            self._warn(f"clover: warning: session {self.session_id} is not saved from here on "
+                       f"(what it holds is kept): {self.path}: {self.failed}")
+
+    def _write(self, data: bytes, sync: bool) -> None:
+        flags = (os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW
+                 | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(self.path, flags, 0o600)  # a FIFO without a reader: ENXIO, never a hang
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise OSError(errno.EINVAL, f"it is {file_kind(st.st_mode)}, not a session file")
+            size = st.st_size
+            if not self._checked_tail:  # a line torn by an earlier crash must not swallow this one
+                self._checked_tail = True
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    data = b"\n" + data
+            try:
+                done = 0
+                while done < len(data):
+                    done += os.write(fd, data[done:])
+                if sync:
+                    os.fsync(fd)
+            except OSError:
+                try:  # no torn line left behind: the file ends with its last whole record
+                    os.ftruncate(fd, size)
+                except OSError:
+                    pass
+                raise
+        finally:
+            os.close(fd)
 
 
 def _clean(value: Any) -> Any:
@@ -107,14 +174,26 @@ def _clean(value: Any) -> Any:
     return value
 
 
+def _well_formed(rec: dict[str, Any]) -> bool:
+    """A record of a known type has its fields with their types (an `original` its path)."""
+    kind = rec.get("type")
+    if not isinstance(kind, str):
+        return "type" not in rec
+    if kind == "original" and not isinstance(rec.get("content"), (str, type(None))):
+        return False
+    return all(isinstance(rec.get(k), t) for k, t in _SHAPES.get(kind, {}).items())
+
+
 def read_records(path: Path, kind: str | None = None,
                  problems: list[str] | None = None) -> Iterator[dict[str, Any]]:
     """The records of a session file (of one `kind`, if given). Lines that are torn, not JSON
     objects or not UTF-8 are skipped; one summary line goes to `problems` when given."""
     try:
-        raw = Path(path).read_bytes()
+        raw = read_regular(path, MAX_SESSION_BYTES)
+    except (NotRegularFileError, FileTooLargeError) as e:
+        raise SessionError(f"cannot read session {Path(path).stem}: {e}") from None
     except OSError as e:
-        raise SessionError(f"cannot read session {path}: {e.strerror}") from e
+        raise SessionError(f"cannot read session {path}: {e.strerror or e}") from None
     bad: list[int] = []
     for n, chunk in enumerate(raw.split(b"\n"), 1):
         if not chunk.strip():
@@ -124,7 +203,7 @@ def read_records(path: Path, kind: str | None = None,
         except (UnicodeDecodeError, ValueError, RecursionError):
             bad.append(n)
             continue
-        if not isinstance(rec, dict):
+        if not isinstance(rec, dict) or not _well_formed(rec):
             bad.append(n)
             continue
         if kind is None or rec.get("type") == kind:

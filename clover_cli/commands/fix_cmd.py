@@ -1,13 +1,12 @@
 """`clover fix TEST`: make a failing test pass (exit 0 passing, 1 still failing, 2 bad input)."""
 from __future__ import annotations
 
-import json
 import sys
 
 import click
 
 from clover_cli.commands.options import cache_mb_option, command_line, model_option, root_option
-from clover_cli.termsafe import clean_line, clean_text
+from clover_cli.termsafe import clean_line, clean_text, json_line
 
 
 def _fail(message: str) -> None:
@@ -81,7 +80,7 @@ def fix(ctx: click.Context, test, test_cmd, attempts, max_steps, max_new_tokens,
         sys.exit(130)
 
     if as_json:
-        click.echo(json.dumps(result.as_dict(), ensure_ascii=False))
+        click.echo(json_line(result.as_dict()))  # lone surrogates: U+FFFD, never UnicodeEncodeError
     else:
         _print_human(result)
     sys.exit(0 if result.passed else 1)

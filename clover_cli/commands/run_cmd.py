@@ -17,7 +17,7 @@ import click
 from clover_cli.agent.config import HEADLESS_APPROVAL_MODES
 from clover_cli.commands.options import (approval_option, cache_mb_option, command_line, model_option,
                                          root_option, session_options, threshold_option)
-from clover_cli.termsafe import StreamCleaner, clean_line, clean_text, json_line
+from clover_cli.termsafe import StreamCleaner, clean_line, clean_text, json_line, utf8_safe
 
 
 def _fail_args(message: str) -> None:
@@ -173,9 +173,9 @@ def _print_events(agent, events, as_json: bool) -> str:
         out.write(json_line(obj) + "\n")
         out.flush()
 
-    def text(s: str) -> None:
+    def text(s: str) -> None:  # every text-mode write: never UnicodeEncodeError on stdout
         nonlocal at_line_start
-        out.write(s)
+        out.write(utf8_safe(s))
         out.flush()
         if s:
             at_line_start = s.endswith("\n")

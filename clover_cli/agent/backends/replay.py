@@ -3,7 +3,9 @@
 The file is {"completions": ["raw assistant text 1", ...]}; each model call returns the next one,
 streamed in small chunks and parsed exactly like a real model's output. Exhausted: an empty answer.
 Optional keys "chunk_chars" and "delay" (seconds after each chunk, like a slow model step that
-cannot be interrupted) set the pace when the caller does not.
+cannot be interrupted) set the pace when the caller does not. The file must be a regular file or a pipe
+(`replay:<(command)`, a FIFO: read when its writer writes) of at most MAX_REPLAY_BYTES; a device or
+folder is refused at once (`replay:/dev/zero` was read whole, 2.9 GB, to a MemoryError).
 """
 from __future__ import annotations
 
@@ -15,6 +17,9 @@ from typing import Iterator
 
 from clover_cli.agent.backends.base import BackendError, Completion, ModelBackend, StreamItem, ThinkSplitter, block_texts
 from clover_cli.engine.config import DEFAULT_THRESHOLD
+from clover_cli.tools.textio import FileTooLargeError, NotRegularFileError, read_regular
+
+MAX_REPLAY_BYTES = 64 * 1024 * 1024
 
 
 class ReplayBackend(ModelBackend):
@@ -25,10 +30,17 @@ class ReplayBackend(ModelBackend):
         super().__init__(threshold)
         self.path = Path(path)
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            data = json.loads(read_regular(self.path, MAX_REPLAY_BYTES, allow_pipe=True).decode("utf-8"))
         except FileNotFoundError:
             raise BackendError(f"replay file {str(self.path)!r} not found") from None
-        except (OSError, ValueError) as e:
+        except NotRegularFileError as e:
+            raise BackendError(f"replay file {str(self.path)!r} cannot be used: {e}") from None
+        except FileTooLargeError:
+            raise BackendError(f"replay file {str(self.path)!r} is larger than "
+                               f"{MAX_REPLAY_BYTES // 2**20} MiB") from None
+        except OSError as e:
+            raise BackendError(f"replay file {str(self.path)!r} cannot be read: {e.strerror or e}") from None
+        except (ValueError, RecursionError) as e:
             raise BackendError(f"replay file {str(self.path)!r} is not valid JSON: {e}") from None
         comps = data.get("completions") if isinstance(data, dict) else None
         if not isinstance(comps, list) or not all(isinstance(c, str) for c in comps):

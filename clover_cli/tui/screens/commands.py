@@ -171,8 +171,10 @@ class SlashCommands:
         """Copy the last answer (or its Nth code block) with OSC 52; a file is the fallback."""
         from clover_cli.tui import clipboard
 
-        try:
-            text = clipboard.pick(self.transcript.last_answer(), arg)
+        from clover_cli.agent.jsonsafe import scrub
+
+        try:  # a lone surrogate in the model's text would fail both the OSC 52 and the file
+            text = scrub(clipboard.pick(self.transcript.last_answer(), arg))
         except ValueError as exc:
             raise slash.SlashError(str(exc)) from None
         self.app.copy_to_clipboard(text)
