@@ -39,7 +39,7 @@ def chat(ctx: click.Context) -> None:
         raise click.UsageError("use either --continue or --session, not both")
     trusted = ask_trust(root_path)
     try:
-        settings = load_settings(root_path, line.flags(), needed=("model", "approval", "threshold", "cache_mb"),
+        settings = load_settings(root_path, line.flags(), needed=("model", "approval", "threshold"),
                                  trusted=trusted)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None

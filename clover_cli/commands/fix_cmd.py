@@ -49,7 +49,7 @@ def fix(ctx: click.Context, test, test_cmd, attempts, max_steps, max_new_tokens,
     if root.is_dir():
         try:  # the one settings loader: the user's file, and the repository's only when trusted
             settings = load_settings(root, dict(model=model, test_cmd=test_cmd, cache_mb=line.cache_mb),
-                                     needed=("model", "test_cmd", "cache_mb"))
+                                     needed=("model", "test_cmd"))
         except ConfigError as exc:
             _fail(str(exc))
         for warning in settings.warnings:

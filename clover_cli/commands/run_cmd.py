@@ -61,7 +61,7 @@ def run(ctx: click.Context, task, max_steps, as_json, shell_allow, api_key_env, 
     # then, so a broken file does not stop a fully specified run. `ask` (the TUI's mode, from a
     # file or `clover --approval ask run`) means auto-edit here: a headless run cannot ask
     try:
-        settings = load_settings(root, line.flags(), needed=("model", "approval", "threshold", "cache_mb"))
+        settings = load_settings(root, line.flags(), needed=("model", "approval", "threshold"))
     except ConfigError as e:
         _fail_args(str(e))
     for warning in settings.warnings:
