@@ -205,7 +205,7 @@ def run_shell(root: Path, command: str, timeout: float | None = None,
                           {"error": "sandbox"})
     notice = sandbox.take_notice(profile)
     env = sandbox.command_env({**os.environ, "GIT_TERMINAL_PROMPT": "0", "PAGER": "cat",
-                               "GIT_PAGER": "cat", "TERM": "dumb", "PYTHONUNBUFFERED": "1"}, profile)
+                               "GIT_PAGER": "cat", "TERM": "dumb", "PYTHONUNBUFFERED": "1"}, profile, root)
     started = time.monotonic()
     try:
         had_git = os.path.lexists(root / ".git")
