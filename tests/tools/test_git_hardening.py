@@ -41,6 +41,9 @@ def plant(repo: Path, markers: Path) -> None:
     def run(who: str) -> str:
         return f"env CLOVER_WHO={who} {prog}"
 
+    gpg = markers.parent / "gpg.sh"  # gpg.program is run without a shell: a plain path
+    gpg.write_text(f"#!/bin/sh\ntouch {markers}/gpg-$$\nexit 1\n")
+    gpg.chmod(0o755)
     included = markers.parent / "included.cfg"
     included.write_text(f"[filter \"inc\"]\n\tclean = {run('inc-clean')}\n\tsmudge = {run('inc-smudge')}\n")
     conditional = markers.parent / "conditional.cfg"
@@ -53,7 +56,7 @@ def plant(repo: Path, markers: Path) -> None:
                  f"[diff \"ext\"]\n\tcommand = {run('diff-command')}\n"
                  f"[diff]\n\texternal = {run('diff-external')}\n"
                  f"[merge \"m\"]\n\tdriver = {run('merge')}\n"
-                 f"[gpg]\n\tprogram = {run('gpg')}\n[log]\n\tshowSignature = true\n"
+                 f"[gpg]\n\tprogram = {gpg}\n[log]\n\tshowSignature = true\n"
                  f"[include]\n\tpath = {included}\n"
                  f"[includeIf \"onbranch:never-*\"]\n\tpath = {conditional}\n")
 
