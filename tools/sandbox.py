@@ -267,8 +267,22 @@ def toolchain_paths(home: str, secrets: list[str]) -> list[str]:
     return [p for p in out if not any(q != p and _inside(p, q) for q in out)]  # outermost only
 
 
-def bwrap_argv(root: Path | str, profile: str, command: list[str]) -> list[str]:
-    """The bubblewrap command line that runs `command` in `root` under `profile`."""
+def confine(root: Path | str, argv: list[str], env: dict[str, str],
+            writable: tuple[str, ...] = ()) -> tuple[list[str], dict[str, str], bool]:
+    """(argv, env, sandboxed) to run a program Clover starts itself (`clover fix`'s test command)
+    like an approved shell command: in the workspace sandbox where bwrap works, `writable`
+    folders outside the repository bound writable (a report folder); never with a secret in
+    its environment, sandbox or not (a test suite does not need the model's API key)."""
+    env = sandbox_env.without_secrets(sandbox_env.command_env(env, "workspace", False, root))
+    if forced() == "off" or not status().available:
+        return list(argv), env, False
+    return bwrap_argv(root, "workspace", list(argv), writable=writable), env, True
+
+
+def bwrap_argv(root: Path | str, profile: str, command: list[str],
+               writable: tuple[str, ...] = ()) -> list[str]:
+    """The bubblewrap command line that runs `command` in `root` under `profile` (`writable`:
+    folders bound read-write after everything else)."""
     exe = shutil.which("bwrap") or "bwrap"
     real = _real(root)
     status()
@@ -306,5 +320,7 @@ def bwrap_argv(root: Path | str, profile: str, command: list[str]) -> list[str]:
         if path in above or (_inside(path, "/tmp") and not _inside(path, real)):
             continue  # hidden already (the private /tmp covers it)
         _hide(path, argv)
+    for path in writable:
+        argv += ["--bind", _real(path), _real(path)]
     argv += ["--chdir", real, "--"]
     return argv + command

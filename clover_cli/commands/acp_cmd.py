@@ -38,6 +38,9 @@ def acp(model, approval, threshold, api_key_env, context_window) -> None:
     opts: dict = {"threshold": defaults.threshold if threshold is None else threshold}
     if api_key_env:
         opts["api_key_env"] = api_key_env
+        from clover_cli.tools.sandbox_env import register_secret_env
+
+        register_secret_env(api_key_env)  # its value never reaches a sandboxed command, by any name
     try:
         backend = make_backend(model or defaults.model, **opts)
     except (SpecError, BackendError) as e:
