@@ -171,7 +171,8 @@ def _spawn(root: Path, command: str, profile: str, env: dict[str, str]):
         return subprocess.Popen(inner, **common), None
     r, w = os.pipe()
     try:
-        argv = [sys.executable, "-I", "-S", str(REAPER), str(w), str(GRACE_AFTER_EXIT), "--", *inner]
+        argv = [sys.executable, "-I", "-S", str(REAPER), str(w), str(GRACE_AFTER_EXIT), str(os.getpid()),
+                "--", *inner]
         return subprocess.Popen(argv, pass_fds=(w,), **common), r
     except BaseException:
         os.close(r)
