@@ -18,7 +18,8 @@ from . import githarden
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|BEARER", re.IGNORECASE)
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
-MIN_SECRET_LEN = 8  # shorter values ("1", "tty") would match half the environment
+MIN_SECRET_LEN = 8  # a registered key's value; shorter ones would match half the environment
+MIN_NAMED_LEN = 16  # another secret-named variable's value ("disabled", a user name: not secrets)
 
 _lock = threading.Lock()
 _key_envs: set[str] = {DEFAULT_KEY_ENV}
@@ -34,25 +35,32 @@ def register_secret_env(name: str | None) -> None:
 
 def secret_values(env: dict[str, str]) -> set[str]:
     """The secret values found in `env` (and the process environment): registered key
-    variables' values and every secret-named variable's value, at least MIN_SECRET_LEN long."""
+    variables' values (MIN_SECRET_LEN characters or more) and every other secret-named
+    variable's value (MIN_NAMED_LEN or more)."""
     with _lock:
         names = set(_key_envs)
     found = set()
     for source in (os.environ, env):
         for name, value in source.items():
-            if (name in names or SECRET_NAME.search(name)) and len(value.strip()) >= MIN_SECRET_LEN:
+            if name.startswith("GIT_CONFIG_"):
+                continue
+            need = MIN_SECRET_LEN if name in names else MIN_NAMED_LEN if SECRET_NAME.search(name) else 0
+            if need and len(value.strip()) >= need:
                 found.add(value.strip())
     return found
 
 
 def without_secrets(env: dict[str, str]) -> dict[str, str]:
     """`env` less every secret-named variable and every variable whose value contains a secret
-    value (git's command-scope config variables stay: they are set by us)."""
+    value. Git's command-scope config variables stay (their numbering must), a value holding a
+    secret emptied (an `http.extraHeader` with the key)."""
     values = secret_values(env)
     out = {}
     for name, value in env.items():
         if name.startswith("GIT_CONFIG_"):
-            out[name] = value
+            if name == "GIT_CONFIG_PARAMETERS" and any(v in value for v in values):
+                continue
+            out[name] = "" if any(v in value for v in values) else value
         elif SECRET_NAME.search(name) or any(v in value for v in values):
             continue
         else:

@@ -55,12 +55,18 @@ def test_the_api_key_is_dropped_whatever_the_variable_is_called(git_repo, monkey
     monkeypatch.setenv("ZEBRA", "zz-registered-9137")  # a name no pattern knows, named by --api-key-env
     monkeypatch.setenv("COPY_OF_IT", "x=zz-registered-9137")
     monkeypatch.setenv("PLAIN_SETTING", "visible-value")
+    monkeypatch.setenv("PIP_KEYRING_PROVIDER", "disabled")  # secret-named, but its value is no secret
+    monkeypatch.setenv("OTHER_SETTING", "disabled")
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "http.extraHeader")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", f"Authorization: Bearer {KEY}")
     sandbox_env.register_secret_env("ZEBRA")
     res = run_shell(git_repo, "env", sandbox_profile=profile)
     assert res.details["sandbox"] == f"bwrap:{profile}"
     for value in (KEY, "zz-registered-9137", "LLM_BEARER", "MY_OPENAI", "ZEBRA", "COPY_OF_IT"):
         assert value not in res.output, value
-    assert "PLAIN_SETTING=visible-value" in res.output
+    assert "PLAIN_SETTING=visible-value" in res.output and "OTHER_SETTING=disabled" in res.output
+    assert "GIT_CONFIG_KEY_0=http.extraHeader" in res.output  # kept, its value emptied
 
 
 @needs_bwrap
