@@ -27,8 +27,8 @@ def git_command(cwd: Path, args, env: dict | None = None) -> tuple[list[str], di
     if args and args[0] in _NO_PROGRAMS:
         args[1:1] = _NO_PROGRAMS[args[0]]
     base = {k: v for k, v in os.environ.items() if k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")}
-    base.update(GIT_TERMINAL_PROMPT="0", GIT_PAGER="cat", GIT_ASKPASS="true", GIT_EDITOR="true",
-                GIT_CONFIG_NOSYSTEM="1")
+    # the system config stays (an administrator's safe.directory); its drivers are overridden too
+    base.update(GIT_TERMINAL_PROMPT="0", GIT_PAGER="cat", GIT_ASKPASS="true", GIT_EDITOR="true")
     full_env = githarden.hardened_env(cwd, {**base, **(env or {})})
     return ["git", "-c", "core.quotepath=off", *args], full_env
 

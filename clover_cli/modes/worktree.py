@@ -29,7 +29,7 @@ def git(cwd: Path, *args: str, input_text: str | None = None, check: bool = True
         timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run hardened git (tools/gitutil.py's runner) in `cwd` as text, without a shell, prompts or
     network (`env`: extra variables); WorktreeError when it fails and `check`."""
-    proc = git_run(Path(cwd), *args, env={"GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C", **(env or {})},
+    proc = git_run(Path(cwd), *args, env={"GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C", "GIT_CONFIG_NOSYSTEM": "1", **(env or {})},
                    text=True, input=input_text, timeout=timeout)
     if check and proc.returncode != 0:
         msg = (proc.stderr or proc.stdout).strip().splitlines()
