@@ -10,6 +10,10 @@ mode picks (clover_cli/agent/approvals.py registers it per repository root):
   is writable except every `.git` inside it (bound read-only again), and the network stays on.
 - "off" (yolo): no sandbox at all.
 
+Every sandbox drops all capabilities (root included) and, where it can, runs in its own user
+namespace that forbids nested ones; $HOME is an empty tmpfs with only the toolchain folders bound
+back; the environment is scrubbed of secrets (tools/sandbox_env.py).
+
 Where bwrap is missing or cannot create namespaces (tested once per process, the answer cached)
 the command runs without a sandbox and the approval rules are the only guard; `status()` says so
 and run_shell puts the notice in its first result. `CLOVER_SANDBOX=off` forces that fallback,
