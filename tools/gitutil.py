@@ -1,4 +1,4 @@
-"""Git helpers (gitpython): is it a repo, which branch, what changed. Read-only for the user's
+"""Git helpers: the hardened git runner; is it a repo, which branch, what changed. Read-only for the user's
 branches, index and stash: the working-tree diff is built in a throwaway index file."""
 from __future__ import annotations
 
@@ -8,25 +8,39 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from . import githarden
+
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 EXCLUDE_PRIVATE = ":(exclude,glob)**/.clover/**"
 
 
-def _repo(root: Path):
-    import git  # gitpython; imported lazily (it is slow to import)
-    try:
-        return git.Repo(Path(root), search_parent_directories=True)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        return None
+# Flags that keep a subcommand from running a diff program (textconv, external diff).
+_NO_PROGRAMS = {"diff": ("--no-ext-diff", "--no-textconv"), "log": ("--no-ext-diff", "--no-textconv"),
+                "show": ("--no-ext-diff", "--no-textconv"), "blame": ("--no-textconv",)}
 
 
-def git_run(root: Path, *args: str, env: dict | None = None, check: bool = False) -> subprocess.CompletedProcess:
-    """Run `git ARGS` in `root` and capture bytes (no pager, no colour, no prompts)."""
-    full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", **(env or {})}
-    # a repository's own config never runs programs for us (docs/security.md, "Shell sandbox")
-    return subprocess.run(["git", "-c", "core.quotepath=off", "-c", "core.fsmonitor=false",
-                           "-c", "core.hooksPath=/dev/null", *args], cwd=root, env=full_env,
-                          stdin=subprocess.DEVNULL, capture_output=True, check=check)
+def git_command(cwd: Path, args, env: dict | None = None) -> tuple[list[str], dict[str, str]]:
+    """(argv, env) for `git ARGS` in `cwd`, hardened (tools/githarden.py): no pager, no prompts,
+    no fsmonitor, hooks, filters, diff or merge drivers, gpg or transport; the one place every git
+    process Clover starts itself is built (fix, swebench, undo, repo map, branch name)."""
+    args = list(args)
+    if args and args[0] in _NO_PROGRAMS:
+        args[1:1] = _NO_PROGRAMS[args[0]]
+    base = {k: v for k, v in os.environ.items() if k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")}
+    # the system config stays (an administrator's safe.directory); its drivers are overridden too
+    base.update(GIT_TERMINAL_PROMPT="0", GIT_PAGER="cat", GIT_ASKPASS="true", GIT_EDITOR="true")
+    full_env = githarden.hardened_env(cwd, {**base, **(env or {})})
+    return ["git", "-c", "core.quotepath=off", *args], full_env
+
+
+def git_run(root: Path, *args: str, env: dict | None = None, check: bool = False,
+            text: bool = False, input: str | bytes | None = None,
+            timeout: float | None = None) -> subprocess.CompletedProcess:
+    """Run hardened `git ARGS` in `root` and capture its output (bytes unless `text`)."""
+    argv, full_env = git_command(Path(root), args, env)
+    return subprocess.run(argv, cwd=root, env=full_env, input=input, capture_output=True,
+                          check=check, text=text, timeout=timeout,
+                          **({} if input is not None else {"stdin": subprocess.DEVNULL}))
 
 
 def is_git_repo(root: Path) -> bool:
@@ -39,13 +53,14 @@ def is_git_repo(root: Path) -> bool:
 
 def current_branch(root: Path) -> str | None:
     """The checked-out branch name; None outside git or on a detached HEAD."""
-    repo = _repo(root)
-    if repo is None:
+    if shutil.which("git") is None:
         return None
     try:
-        return repo.active_branch.name
-    except (TypeError, ValueError):
+        res = git_run(Path(root), "symbolic-ref", "--quiet", "--short", "HEAD", timeout=10)
+    except (OSError, subprocess.SubprocessError):
         return None
+    name = res.stdout.decode("utf-8", "replace").strip()
+    return name if res.returncode == 0 and name else None
 
 
 def status(root: Path) -> list[dict]:

@@ -1,12 +1,14 @@
 """A tiny process that runs one command as a child subreaper (run as a script, standard library only).
 
-    python -I -S reaper.py STATUS_FD GRACE -- COMMAND...
+    python -I -S reaper.py STATUS_FD GRACE PARENT -- COMMAND...
 
 Linux hands every orphaned descendant of a subreaper (`prctl(PR_SET_CHILD_SUBREAPER)`) to it
 instead of to init, so children that leave the process group with setsid/setpgrp still stay in
 reach. When the command exits, descendants get GRACE seconds to finish, then all are killed (and
 b"B" is written to STATUS_FD); on SIGTERM/SIGINT/SIGHUP (a timeout or a cancel in run_shell) every
-descendant is killed at once. The exit status is the command's (a signal is re-raised).
+descendant is killed at once. When PARENT (Clover) dies, however it dies (SIGKILL too), the kernel
+sends the reaper SIGTERM (`PR_SET_PDEATHSIG`) and it kills every descendant the same way, so no
+command outlives Clover. The exit status is the command's (a signal is re-raised).
 Used by tools/shell.py when no bubblewrap sandbox runs the command (docs/security.md).
 """
 import ctypes
@@ -82,7 +84,7 @@ def kill_all(term_wait: float) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    status_fd, grace, command = int(argv[1]), float(argv[2]), argv[4:]
+    status_fd, grace, parent, command = int(argv[1]), float(argv[2]), int(argv[3]), argv[5:]
     try:
         prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):  # not Linux: run the command plainly
@@ -90,6 +92,9 @@ def main(argv: list[str]) -> int:
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _stop)
+    prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent:  # Clover died before the line above: nothing to run for
+        return 128 + signal.SIGTERM
     child = os.fork()
     if child == 0:
         try:

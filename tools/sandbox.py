@@ -10,6 +10,10 @@ mode picks (clover_cli/agent/approvals.py registers it per repository root):
   is writable except every `.git` inside it (bound read-only again), and the network stays on.
 - "off" (yolo): no sandbox at all.
 
+Every sandbox drops all capabilities (root included) and, where it can, runs in its own user
+namespace that forbids nested ones; $HOME is an empty tmpfs with only the toolchain folders bound
+back; the environment is scrubbed of secrets (tools/sandbox_env.py).
+
 Where bwrap is missing or cannot create namespaces (tested once per process, the answer cached)
 the command runs without a sandbox and the approval rules are the only guard; `status()` says so
 and run_shell puts the notice in its first result. `CLOVER_SANDBOX=off` forces that fallback,
@@ -21,7 +25,6 @@ Only the standard library and tools.* are imported (tools import nothing else of
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import threading
@@ -30,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from . import sandbox_env
 from .statedir import cache_home, state_home
 
 PROFILES = ("read-only", "workspace", "off")
@@ -40,15 +44,26 @@ SECRET_DIRS = (".ssh", ".gnupg", ".aws", ".azure", ".config", ".kube", ".docker"
                ".local/share/keyrings", ".mozilla", ".pki", ".terraform.d", ".vault-token.d")
 SECRET_FILES = (".netrc", ".git-credentials", ".pypirc", ".npmrc", ".yarnrc", ".vault-token",
                 ".bash_history", ".zsh_history", ".python_history", ".psql_history", ".mysql_history")
-# Environment variables a sandboxed command does not get (API keys, agent sockets).
-_SECRET_ENV = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
-# Config a git inside the command always gets (command scope beats any repository's .git/config),
-# so a planted core.fsmonitor or hook never runs.
-GIT_HARDENING = (("core.fsmonitor", "false"), ("core.hooksPath", "/dev/null"))
+# Folders under $HOME a build needs (interpreters, toolchains, package caches), bound back read-only
+# over the empty $HOME; every other file there (~/.pgpass, ~/.cargo/credentials.toml, ~/.m2/settings.xml,
+# ~/.cache/huggingface/token, ...) is hidden without having to be named.
+TOOLCHAIN_DIRS = (".local/bin", ".local/lib", ".local/share/uv/python", ".local/share/uv/tools",
+                  ".local/pipx", ".pyenv", ".rustup", ".cargo/bin", ".cargo/registry", ".cargo/git",
+                  ".nvm", ".volta", ".bun/bin", "go/bin", "go/pkg/mod", ".cache/pip", ".cache/uv",
+                  ".cache/go-build", ".m2/repository", ".gradle/caches", ".gradle/wrapper",
+                  ".npm/_cacache", ".nuget/packages", ".sdkman/candidates", ".dotnet")
 MAX_GIT_SCAN_DIRS = 20000  # folders walked looking for nested .git; deeper ones stay writable
 
+# Every sandbox: no capabilities (root too: no remount, bind, umount, sethostname), its own pid,
+# IPC and UTS namespaces, no terminal, and it dies with Clover.
+BASE_FLAGS = ("--cap-drop", "ALL", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+              "--die-with-parent", "--new-session")
+# Where user namespaces work: a new one (uid and gid kept) in which no further one can be made, so
+# a command cannot gain capabilities over its own mounts by nesting.
+USERNS_FLAGS = ("--unshare-user", "--disable-userns")
+
 _lock = threading.Lock()
-_probe: tuple[bool, str] | None = None
+_probe: tuple[bool, str, tuple[str, ...]] | None = None
 _profiles: dict[str, Callable[[], str]] = {}
 _notice_given = False
 
@@ -92,12 +107,9 @@ def forced() -> str:
     return value if value in ("off", "bwrap") else "auto"
 
 
-def _run_probe() -> tuple[bool, str]:
-    exe = shutil.which("bwrap")
-    if exe is None:
-        return False, "bubblewrap (bwrap) is not installed"
-    argv = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-            "--unshare-pid", "--unshare-net", "--die-with-parent", "--new-session", "--", "true"]
+def _try(exe: str, flags: tuple[str, ...]) -> tuple[bool, str]:
+    argv = [exe, *BASE_FLAGS, *flags, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            "--tmpfs", "/tmp", "--unshare-net", "--", "true"]
     try:
         res = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=10)
     except (OSError, subprocess.SubprocessError) as exc:
@@ -108,6 +120,18 @@ def _run_probe() -> tuple[bool, str]:
     return True, ""
 
 
+def _run_probe() -> tuple[bool, str, tuple[str, ...]]:
+    """(usable, reason, extra flags): with a user namespace that forbids nested ones where the
+    system allows it, else without."""
+    exe = shutil.which("bwrap")
+    if exe is None:
+        return False, "bubblewrap (bwrap) is not installed", ()
+    if _try(exe, USERNS_FLAGS)[0]:
+        return True, "", USERNS_FLAGS
+    ok, why = _try(exe, ())
+    return ok, why, ()
+
+
 def status() -> Status:
     """Whether bwrap can sandbox commands in this process (probed once, then cached)."""
     global _probe
@@ -116,7 +140,7 @@ def status() -> Status:
     with _lock:
         if _probe is None:
             _probe = _run_probe()
-        ok, why = _probe
+        ok, why, _ = _probe
     return Status(ok, why)
 
 
@@ -149,39 +173,53 @@ def take_notice(profile: str) -> str:
             f"guard them (install bubblewrap, see docs/security.md)]")
 
 
-def command_env(base: dict[str, str], profile: str) -> dict[str, str]:
-    """The environment of a command under `profile`: git hardening for every profile but "off",
-    and without secret-looking variables inside the sandbox."""
-    env = dict(base)
-    if profile == "off":
-        return env
-    if status().available:
-        env = {k: v for k, v in env.items() if k.startswith("GIT_CONFIG_") or not _SECRET_ENV.search(k)}
+def command_env(base: dict[str, str], profile: str, root: Path | str | None = None) -> dict[str, str]:
+    """The environment of a command in `root` under `profile` (tools/sandbox_env.py): git
+    hardening for every profile but "off", and no secrets inside the sandbox."""
+    return sandbox_env.command_env(base, profile, profile != "off" and status().available, root)
+
+
+def _gitdir_target(path: str) -> str | None:
+    """The real git dir a `gitdir: X` file names (X relative to the file's folder), or None."""
     try:
-        count = max(0, int(env.get("GIT_CONFIG_COUNT", "0")))
-    except ValueError:
-        count = 0
-    for key, value in GIT_HARDENING:
-        env[f"GIT_CONFIG_KEY_{count}"], env[f"GIT_CONFIG_VALUE_{count}"] = key, value
-        count += 1
-    env["GIT_CONFIG_COUNT"] = str(count)
-    return env
+        with open(path, "rb") as fh:
+            first = fh.read(4096).split(b"\n", 1)[0].decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    if not first.startswith("gitdir:"):
+        return None
+    target = first[len("gitdir:"):].strip()
+    if not target:
+        return None
+    return os.path.realpath(os.path.join(os.path.dirname(path), target))
 
 
 def git_dirs(root: Path | str) -> list[str]:
-    """Every `.git` (folder or `gitdir:` file) inside `root`, nested ones too (symlinks are not
-    followed; at most MAX_GIT_SCAN_DIRS folders are walked)."""
-    found, walked = [], 0
-    for here, dirs, files in os.walk(_real(root)):
+    """Every `.git` inside `root` (folders and `gitdir:` files, nested ones too), plus the real
+    git dir each `gitdir:` file points to, with its `commondir` (symlinks are not followed; at most
+    MAX_GIT_SCAN_DIRS folders are walked)."""
+    found, walked, real = [], 0, _real(root)
+    for here, dirs, files in os.walk(real):
         walked += 1
         if ".git" in dirs:
             found.append(os.path.join(here, ".git"))
             dirs.remove(".git")
         if ".git" in files:
-            found.append(os.path.join(here, ".git"))
+            dot_git = os.path.join(here, ".git")
+            found.append(dot_git)
+            target = _gitdir_target(dot_git)
+            if target and os.path.isdir(target):
+                found.append(target)
+                common = os.path.join(target, "commondir")
+                if os.path.isfile(common):
+                    with open(common, encoding="utf-8", errors="replace") as fh:
+                        rel = fh.read().strip()
+                    if rel:
+                        found.append(os.path.realpath(os.path.join(target, rel)))
         if walked >= MAX_GIT_SCAN_DIRS:
             break
-    return found
+    # outside the repository everything is read-only already (and may be hidden: not re-exposed)
+    return [p for p in dict.fromkeys(found) if _inside(p, real) and os.path.exists(p)]
 
 
 def _hide(path: str, argv: list[str]) -> None:
@@ -191,6 +229,11 @@ def _hide(path: str, argv: list[str]) -> None:
         argv += ["--tmpfs", path]
     elif os.path.exists(path):
         argv += ["--ro-bind", "/dev/null", path]
+
+
+def _home() -> str | None:
+    home = os.path.realpath(os.path.expanduser("~"))
+    return home if home != "/" and os.path.isdir(home) else None
 
 
 def _secret_paths() -> list[str]:
@@ -208,12 +251,49 @@ def _inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-def bwrap_argv(root: Path | str, profile: str, command: list[str]) -> list[str]:
-    """The bubblewrap command line that runs `command` in `root` under `profile`."""
+def toolchain_paths(home: str, secrets: list[str]) -> list[str]:
+    """The folders under `home` bound back into the hidden home: TOOLCHAIN_DIRS, the PATH entries,
+    the interpreter's prefixes and the active virtual environment (none inside a secret path)."""
+    import sys
+
+    wanted = [os.path.join(home, p) for p in TOOLCHAIN_DIRS]
+    wanted += os.environ.get("PATH", "").split(os.pathsep)
+    wanted += [sys.prefix, sys.base_prefix, os.environ.get("VIRTUAL_ENV", "")]
+    out = []
+    for path in wanted:
+        if not path or not os.path.isabs(path) or not os.path.isdir(path):
+            continue
+        real = os.path.realpath(path)
+        if _inside(path, home) and path != home and real != home and \
+                not any(_inside(path, s) or _inside(real, s) for s in secrets):
+            out.append(path)
+    out = list(dict.fromkeys(out))
+    return [p for p in out if not any(q != p and _inside(p, q) for q in out)]  # outermost only
+
+
+def confine(root: Path | str, argv: list[str], env: dict[str, str],
+            writable: tuple[str, ...] = ()) -> tuple[list[str], dict[str, str], bool]:
+    """(argv, env, sandboxed) to run a program Clover starts itself (`clover fix`'s test command)
+    like an approved shell command: in the workspace sandbox where bwrap works, `writable`
+    folders outside the repository bound writable (a report folder); never with a secret in
+    its environment, sandbox or not (a test suite does not need the model's API key)."""
+    env = sandbox_env.without_secrets(sandbox_env.command_env(env, "workspace", False, root))
+    if forced() == "off" or not status().available:
+        return list(argv), env, False
+    return bwrap_argv(root, "workspace", list(argv), writable=writable), env, True
+
+
+def bwrap_argv(root: Path | str, profile: str, command: list[str],
+               writable: tuple[str, ...] = ()) -> list[str]:
+    """The bubblewrap command line that runs `command` in `root` under `profile` (`writable`:
+    folders bound read-write after everything else)."""
     exe = shutil.which("bwrap") or "bwrap"
     real = _real(root)
-    argv = [exe, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
-            "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    status()
+    with _lock:
+        extra = _probe[2] if _probe is not None else ()
+    argv = [exe, *BASE_FLAGS, *extra, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            "--tmpfs", "/tmp"]
     if profile == "read-only":
         argv += ["--unshare-net"]
         if not _inside(real, "/run"):
@@ -223,6 +303,16 @@ def bwrap_argv(root: Path | str, profile: str, command: list[str]) -> list[str]:
             if not _inside(real, sock):
                 _hide(sock, argv)
     secrets = [p for p in _secret_paths() if p != real]
+    home = _home()
+    if home is not None and _inside(home, real):
+        home = None  # the repository holds the home folder: only the named secrets are hidden
+    bound: list[str] = []
+    if home is not None:
+        argv += ["--tmpfs", home]  # everything in $HOME is gone but the toolchains and the repository
+        bound = [p for p in toolchain_paths(home, secrets) if not _inside(p, real)]
+        for path in bound:
+            argv += ["--ro-bind", os.path.realpath(path), path]
+        secrets = [p for p in secrets if not _inside(p, home) or any(_inside(p, b) for b in bound)]
     above = [p for p in secrets if _inside(real, p)]  # the repository lies inside it: hide first
     for path in above:
         _hide(path, argv)
@@ -234,5 +324,7 @@ def bwrap_argv(root: Path | str, profile: str, command: list[str]) -> list[str]:
         if path in above or (_inside(path, "/tmp") and not _inside(path, real)):
             continue  # hidden already (the private /tmp covers it)
         _hide(path, argv)
+    for path in writable:
+        argv += ["--bind", _real(path), _real(path)]
     argv += ["--chdir", real, "--"]
     return argv + command

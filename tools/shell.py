@@ -171,7 +171,8 @@ def _spawn(root: Path, command: str, profile: str, env: dict[str, str]):
         return subprocess.Popen(inner, **common), None
     r, w = os.pipe()
     try:
-        argv = [sys.executable, "-I", "-S", str(REAPER), str(w), str(GRACE_AFTER_EXIT), "--", *inner]
+        argv = [sys.executable, "-I", "-S", str(REAPER), str(w), str(GRACE_AFTER_EXIT), str(os.getpid()),
+                "--", *inner]
         return subprocess.Popen(argv, pass_fds=(w,), **common), r
     except BaseException:
         os.close(r)
@@ -205,7 +206,7 @@ def run_shell(root: Path, command: str, timeout: float | None = None,
                           {"error": "sandbox"})
     notice = sandbox.take_notice(profile)
     env = sandbox.command_env({**os.environ, "GIT_TERMINAL_PROMPT": "0", "PAGER": "cat",
-                               "GIT_PAGER": "cat", "TERM": "dumb", "PYTHONUNBUFFERED": "1"}, profile)
+                               "GIT_PAGER": "cat", "TERM": "dumb", "PYTHONUNBUFFERED": "1"}, profile, root)
     started = time.monotonic()
     try:
         had_git = os.path.lexists(root / ".git")

@@ -40,6 +40,9 @@ def acp(model, approval, threshold, api_key_env, context_window, cache_mb) -> No
     opts: dict = {"threshold": defaults.threshold if threshold is None else threshold}
     if api_key_env:
         opts["api_key_env"] = api_key_env
+        from clover_cli.tools.sandbox_env import register_secret_env
+
+        register_secret_env(api_key_env)  # its value never reaches a sandboxed command, by any name
     cache_mb = defaults.cache_mb if cache_mb is None else cache_mb
     if cache_mb is not None:
         opts["cache_mb"] = cache_mb

@@ -80,6 +80,9 @@ def run(ctx: click.Context, task, max_steps, as_json, shell_allow, api_key_env, 
         opts["cache_mb"] = settings.config.cache_mb
     if api_key_env:
         opts["api_key_env"] = api_key_env
+        from clover_cli.tools.sandbox_env import register_secret_env
+
+        register_secret_env(api_key_env)  # its value never reaches a sandboxed command, by any name
     try:
         backend = make_backend(model, **opts)
     except (SpecError, BackendError) as e:

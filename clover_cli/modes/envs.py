@@ -166,8 +166,9 @@ def _find_python(version: str) -> str:
 
 
 def _git_show(clone: Path, commit: str, path: str) -> str | None:
-    proc = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=str(clone), capture_output=True,
-                          text=True)
+    from clover_cli.modes.worktree import git  # the one hardened git runner
+
+    proc = git(clone, "show", f"{commit}:{path}", check=False)
     return proc.stdout if proc.returncode == 0 else None
 
 

@@ -94,17 +94,19 @@ def run_test(opts: FixOptions, argv: list[str], first: bool = False, checked: bo
     """Run the test once; FixError when the command cannot start or, on the first run, when
     pytest finds no such test (later, after the agent's changes, that is just a failure).
 
-    `checked`: the default pytest command; it also writes a JUnit report to a temporary folder
+    The test runs like an approved shell command: in the workspace sandbox, with no secret in its
+    environment (docs/security.md). `checked`: the default pytest command; it also writes a JUnit report to a temporary folder
     outside the repository and passes only when that report proves the test ran and passed."""
     try:
         if checked:
             with tempfile.TemporaryDirectory(prefix="clover-fix-") as tmp:
                 report = Path(tmp) / "report.xml"
-                run = run_tests(argv + [junit_arg(report)], opts.root, opts.test_timeout)
+                run = run_tests(argv + [junit_arg(report)], opts.root, opts.test_timeout,
+                                confined=True, writable=(tmp,))
                 why = check_cases(read_junit(report), opts.test, opts.root)
             run = replace(run, argv=tuple(argv), unproven=why)
         else:
-            run = run_tests(argv, opts.root, opts.test_timeout)
+            run = run_tests(argv, opts.root, opts.test_timeout, confined=True)
     except TestCommandError as exc:
         raise FixError(str(exc)) from None
     if first and is_pytest(argv) and run.returncode in (PYTEST_USAGE_ERROR, PYTEST_NO_TESTS):

@@ -100,16 +100,25 @@ def is_pytest(argv: list[str] | tuple[str, ...]) -> bool:
         ("-m" in argv[:3] and "pytest" in argv[:4])
 
 
-def run_tests(argv: list[str], cwd: Path, timeout: float = 900) -> TestRun:
-    """Run a test command; TestCommandError if the program cannot be started."""
+def run_tests(argv: list[str], cwd: Path, timeout: float = 900, confined: bool = False,
+              writable: tuple[str, ...] = ()) -> TestRun:
+    """Run a test command; TestCommandError if the program cannot be started. `confined`: in the
+    workspace sandbox and without secrets, like the agent's shell (tools/sandbox.py's `confine`;
+    `writable`: folders outside `cwd` it may write, e.g. a report folder)."""
     import time
 
     env = dict(os.environ)
     env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
     env["PY_COLORS"] = "0"
+    run_argv = argv
+    if confined:
+        from clover_cli.tools.sandbox import confine
+
+        _check_program(argv[0], cwd, env.get("PATH"))  # inside bwrap it would be bwrap's error
+        run_argv, env, _ = confine(cwd, argv, env, writable)
     start = time.monotonic()
     try:
-        proc = subprocess.run(argv, cwd=str(cwd), capture_output=True, text=True,
+        proc = subprocess.run(run_argv, cwd=str(cwd), capture_output=True, text=True,
                               errors="replace", timeout=timeout, env=env,
                               stdin=subprocess.DEVNULL)
     except FileNotFoundError:
@@ -122,6 +131,14 @@ def run_tests(argv: list[str], cwd: Path, timeout: float = 900) -> TestRun:
         return TestRun(tuple(argv), -1, out + f"\n[timed out after {timeout:.0f}s]",
                        time.monotonic() - start, timed_out=True)
     return TestRun(tuple(argv), proc.returncode, proc.stdout + proc.stderr, time.monotonic() - start)
+
+
+def _check_program(prog: str, cwd: Path, path: str | None) -> None:
+    found = os.path.join(cwd, prog) if os.sep in prog else shutil.which(prog, path=path)
+    if not found or not os.path.exists(found):
+        raise TestCommandError(f"test command not found: {prog}")
+    if not os.access(found, os.X_OK) or os.path.isdir(found):
+        raise TestCommandError(f"test command not executable: {prog}")
 
 
 def trim_output(text: str, max_chars: int = 6000, head: int = 1500) -> str:

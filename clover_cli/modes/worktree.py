@@ -6,12 +6,13 @@ files included, `.clover/` excluded) and removes the worktree afterwards.
 """
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import threading
 from collections import defaultdict
 from pathlib import Path
+
+from clover_cli.tools.gitutil import git_run
 
 EXCLUDED_FROM_DIFF = (".clover",)
 
@@ -24,22 +25,12 @@ class WorktreeError(RuntimeError):
     """A worktree could not be made (missing clone, unknown commit); one line for the report."""
 
 
-def _git_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(GIT_TERMINAL_PROMPT="0", GIT_ASKPASS="true", GIT_OPTIONAL_LOCKS="0",
-               GIT_CONFIG_NOSYSTEM="1", LC_ALL="C")
-    env.pop("GIT_DIR", None)
-    env.pop("GIT_WORK_TREE", None)
-    env.pop("GIT_INDEX_FILE", None)
-    return env
-
-
 def git(cwd: Path, *args: str, input_text: str | None = None, check: bool = True,
         timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Run git in `cwd` without a shell, prompts or network credentials (`env`: extra variables)."""
-    proc = subprocess.run(["git", "-c", "core.quotepath=off", *args], cwd=str(cwd),
-                          input=input_text, capture_output=True, text=True,
-                          env={**_git_env(), **(env or {})}, timeout=timeout)
+    """Run hardened git (tools/gitutil.py's runner) in `cwd` as text, without a shell, prompts or
+    network (`env`: extra variables); WorktreeError when it fails and `check`."""
+    proc = git_run(Path(cwd), *args, env={"GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C", "GIT_CONFIG_NOSYSTEM": "1", **(env or {})},
+                   text=True, input=input_text, timeout=timeout)
     if check and proc.returncode != 0:
         msg = (proc.stderr or proc.stdout).strip().splitlines()
         raise WorktreeError(f"git {args[0]} failed: {msg[-1] if msg else proc.returncode}")

@@ -110,7 +110,7 @@ def test_already_passing_bad_input_and_exhausted_attempts(calc_repo, tmp_path):
 def test_project_config_test_cmd(calc_repo, tmp_path):
     repo, _ = calc_repo
     (repo / ".clover").mkdir(exist_ok=True)
-    marker = tmp_path / "ran.txt"
+    marker = repo / "ran.txt"  # the test command runs in the workspace sandbox: the repository is writable
     (repo / ".clover" / "config.toml").write_text(
         f'test_cmd = "{sys.executable} -c \\"import sys, pathlib; pathlib.Path(r\'{marker}\').write_text(sys.argv[1])\\" {{test}}"\n')
     proc = clover_in_process("fix", "tests/test_mul.py", "--root", str(repo))
