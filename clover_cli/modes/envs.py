@@ -1,16 +1,21 @@
 """Per-instance test environments for local evaluation, built once per repository + version.
 
 An environment is a virtual environment made for the spec's Python version (`uv venv --seed`
-when uv is on PATH, so pip is there for the install steps; else `pythonX.Y -m venv`) with the
-spec's dependencies installed (`uv pip` or pip): the requirements file read from the local clone
-at the instance's environment_setup_commit (or base commit), a package list, and `pip_packages`. The repository itself is installed later, in
-each evaluation worktree (the spec's `install` step), since every instance has its own checkout.
+when uv is on PATH, so pip is there for the install steps; else `pythonX.Y -m venv`, the
+interpreter found by interpreters.py) with the spec's dependencies installed (`uv pip` or pip):
+the requirements file read from the local clone at the instance's environment_setup_commit (at
+the base commit, with a note, when that commit is not in the clone or has no such file), a
+package list, and `pip_packages`. The repository itself is installed later, in each evaluation
+worktree (the spec's `install` step), since every instance has its own checkout.
 
 Environments are cached under `--env-dir` (default `$XDG_CACHE_HOME/clover/swebench-envs`),
-keyed by repository, version and the spec's contents; a finished one holds `clover-env.json`
-and is reused as is. `--python PATH` skips all this and runs the tests with that interpreter.
-Conda-only specs (`environment.yml`) cannot be reproduced here: their pip_packages are installed
-and the environment records a warning (the docker harness is exact).
+keyed by repository, version and the spec's contents. One is recorded (`clover-env.json`) only
+once it verifies (its python runs and is the spec's version; for a pytest command, it imports
+pytest and `python -m pytest --version` works); a cached one is verified again once per process
+and rebuilt when it fails. `--python PATH` skips all this (evaluate.py runs the tests in an
+overlay on top of that interpreter, interpreters.py). Conda-only specs (`environment.yml`)
+cannot be reproduced here: their pip_packages are installed and the environment records a
+warning (the docker harness is exact).
 """
 from __future__ import annotations
 
@@ -27,16 +32,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from clover_cli.modes.specs import EvalSpec
+from clover_cli.modes.interpreters import EnvError, find_python, not_found_message
+from clover_cli.modes.specs import EvalSpec, is_pytest_cmd
 from clover_cli.tools.statedir import cache_home
 
 ENV_META = "clover-env.json"
 _locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
 _guard = threading.Lock()
-
-
-class EnvError(RuntimeError):
-    """An environment could not be built or used; one line for the report."""
+_verified: dict[str, int] = {}  # env folder -> mtime_ns of the record verified in this process
+__all__ = ["EnvError", "TestEnv", "ensure_env", "forced_env", "env_key", "default_env_dir"]
 
 
 @dataclass(frozen=True)
@@ -90,7 +94,8 @@ def default_env_dir() -> Path:
 
 
 def forced_env(python: str) -> TestEnv:
-    """`--python`: this interpreter (a path or a name on PATH), used as it is."""
+    """`--python`: this interpreter (a path or a name on PATH); nothing is installed into it (the
+    tests run in an overlay on top of it, evaluate.py)."""
     found = shutil.which(python) if os.sep not in python else python
     if not found or not Path(found).exists():
         raise EnvError(f"--python {python!r} not found")
@@ -135,12 +140,13 @@ class _Builder:
                            f"see {self.build_log}")
 
     def create(self, version: str) -> Path:
+        exe = _find_python(version, required=not self.uv)
         if self.uv:
-            self.say(f"creating a virtual environment with uv (python {version or 'default'})")
-            self.run([self.uv, "venv", "--quiet", "--seed", *(["--python", version] if version else []),
+            want = exe or version
+            self.say(f"creating a virtual environment with uv (python {want or 'default'})")
+            self.run([self.uv, "venv", "--quiet", "--seed", *(["--python", want] if want else []),
                       str(self.root)])
         else:
-            exe = _find_python(version)
             self.say(f"creating a virtual environment with {exe} -m venv")
             self.run([exe, "-m", "venv", str(self.root)])
         return _venv_python(self.root)
@@ -154,15 +160,16 @@ class _Builder:
                       "--disable-pip-version-check", *args])
 
 
-def _find_python(version: str) -> str:
+def _find_python(version: str, required: bool = True) -> str | None:
+    """Clover's own interpreter when it is `version`, else one found on PATH, in pyenv's or
+    uv's folders (interpreters.py); None (or EnvError when `required`) when there is none."""
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
     if not version or version == here:
         return sys.executable
-    found = shutil.which(f"python{version}")
-    if not found:
-        raise EnvError(f"Python {version} is not installed (install it, install uv, "
-                       "or force one interpreter with --python)")
-    return found
+    found = find_python(version)
+    if found is None and required:
+        raise EnvError(not_found_message(version))
+    return str(found) if found else None
 
 
 def _git_show(clone: Path, commit: str, path: str) -> str | None:
@@ -209,37 +216,125 @@ def _requirements(clone: Path, repo: str, commit: str) -> str | None:
     return out
 
 
+def _has_commit(clone: Path, commit: str) -> bool:
+    from clover_cli.modes.worktree import git  # the one hardened git runner
+
+    return bool(commit) and git(clone, "cat-file", "-e", f"{commit}^{{commit}}",
+                                check=False).returncode == 0
+
+
+def _requirements_with_fallback(clone: Path, repo: str, setup_commit: str, base_commit: str,
+                                notes: list[str]) -> tuple[str | None, str]:
+    """(requirements text or None, the commit it was read at): at the environment_setup_commit,
+    else (missing from the clone, as in a shallow clone, or no requirements file there) at the
+    base commit, with a note saying so."""
+    if not base_commit or base_commit == setup_commit:
+        return _requirements(clone, repo, setup_commit), setup_commit
+    if not _has_commit(clone, setup_commit):
+        notes.append(f"environment_setup_commit {setup_commit[:12]} is not in the clone "
+                     f"(a shallow clone?); reading the requirements at the base commit "
+                     f"{base_commit[:12]}")
+        return _requirements(clone, repo, base_commit), base_commit
+    text = _requirements(clone, repo, setup_commit)
+    if text is not None:
+        return text, setup_commit
+    notes.append(f"no requirements file at environment_setup_commit {setup_commit[:12]}; "
+                 f"reading the requirements at the base commit {base_commit[:12]}")
+    return _requirements(clone, repo, base_commit), base_commit
+
+
+_PROBE = ("import sys; print('%d.%d' % sys.version_info[:2])\n"
+          "try:\n    import pytest\nexcept Exception as e:\n    print('no pytest: %r' % e)\n"
+          "else:\n    print('pytest ' + getattr(pytest, '__version__', '?'))\n")
+
+
+def verify_env(python: Path, spec: EvalSpec) -> str | None:
+    """Why the environment's interpreter cannot run the spec's tests, or None when it can: it
+    runs, is the spec's Python version, and (a pytest test command) imports pytest and
+    `python -m pytest --version` works."""
+    env = TestEnv(python=python, root=python.parent.parent)
+    run = dict(capture_output=True, text=True, errors="replace", timeout=300, env=env.environ(),
+               stdin=subprocess.DEVNULL)
+    try:
+        probe = subprocess.run([str(python), "-c", _PROBE], **run)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"its python {python} does not run ({exc})"
+    lines = probe.stdout.strip().splitlines()
+    if probe.returncode != 0 or not lines:
+        tail = (probe.stderr or probe.stdout).strip().splitlines()[-1:] or [f"exit {probe.returncode}"]
+        return f"its python {python} does not run ({tail[0][:200]})"
+    if spec.python and lines[0] != spec.python:
+        return f"its python is {lines[0]}, the spec asks for {spec.python}"
+    if not is_pytest_cmd(spec.test_cmd):
+        return None
+    if len(lines) < 2 or not lines[1].startswith("pytest "):
+        return "it has no pytest (nothing installed it)"
+    try:
+        runner = subprocess.run([str(python), "-m", "pytest", "--version"], **run)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"`python -m pytest --version` did not run ({exc})"
+    if runner.returncode != 0:
+        tail = (runner.stderr or runner.stdout).strip().splitlines()[-1:] or [f"exit {runner.returncode}"]
+        return f"`python -m pytest --version` failed ({tail[0][:200]})"
+    return None
+
+
+def _cached(root: Path, key: str, spec: EvalSpec, say) -> TestEnv | None:
+    """The recorded environment at `root` if it still verifies (checked once per process)."""
+    meta_path = root / ENV_META
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        env = TestEnv(python=Path(meta["python"]), root=root, key=key,
+                      warnings=tuple(meta.get("warnings", ())))
+        stamp = meta_path.stat().st_mtime_ns
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # no record, or a broken one: build again
+    if _verified.get(str(root)) == stamp:
+        return env
+    problem = verify_env(env.python, spec)
+    if problem:
+        say(f"the cached environment fails verification ({problem}); rebuilding it")
+        return None
+    _verified[str(root)] = stamp
+    return env
+
+
 def ensure_env(spec: EvalSpec, repo: str, version: str, clone: Path, commit: str,
-               env_dir: Path | None = None, log: TextIO | None = None) -> TestEnv:
-    """The cached environment for repo + version, built first if needed (progress on `log`)."""
+               env_dir: Path | None = None, log: TextIO | None = None,
+               base_commit: str | None = None) -> TestEnv:
+    """The cached environment for repo + version, built first if needed (progress on `log`).
+
+    `commit` is the instance's environment_setup_commit, `base_commit` its base commit (read
+    instead when the first is not in the clone). An environment is recorded as built only once
+    it verifies (verify_env); a cached one that no longer does is rebuilt. EnvError when the
+    environment cannot be built or does not verify."""
     key = env_key(repo, version, spec)
     root = Path(env_dir or default_env_dir()).expanduser().resolve() / key
     with _guard:
         lock = _locks[key]
     with lock:
-        meta_path = root / ENV_META
-        if meta_path.is_file():
-            try:
-                meta = json.loads(meta_path.read_text(encoding="utf-8"))
-                return TestEnv(python=Path(meta["python"]), root=root, key=key,
-                               warnings=tuple(meta.get("warnings", ())))
-            except (OSError, ValueError, KeyError):
-                pass  # a broken record: build again
+        builder = _Builder(root, log, key)
+        found = _cached(root, key, spec, builder.say)
+        if found is not None:
+            return found
         if root.exists():
             shutil.rmtree(root, ignore_errors=True)
         root.parent.mkdir(parents=True, exist_ok=True)
-        builder = _Builder(root, log, key)
         builder.build_log.unlink(missing_ok=True)
         python = builder.create(spec.python)
         warnings: list[str] = []
+        notes: list[str] = []
         if spec.packages == "requirements.txt":
-            text = _requirements(clone, repo, commit)
+            text, at = _requirements_with_fallback(clone, repo, commit, base_commit or "", notes)
+            for note in notes:
+                builder.say("note: " + note)
+            warnings.extend(notes)
             if text is None:
-                warnings.append(f"no requirements file found at {commit[:12]}")
+                warnings.append(f"no requirements file found at {at[:12]}")
             else:
                 req = root / "clover-requirements.txt"
                 req.write_text(text, encoding="utf-8")
-                builder.pip(python, ["-r", str(req)], f"the requirements at {commit[:12]}")
+                builder.pip(python, ["-r", str(req)], f"the requirements at {at[:12]}")
         elif spec.packages == "environment.yml":
             warnings.append("the spec's environment.yml is a conda environment; only its "
                             "pip_packages are installed locally (use --evaluate docker to be exact)")
@@ -248,9 +343,16 @@ def ensure_env(spec: EvalSpec, repo: str, version: str, clone: Path, commit: str
         if spec.pip_packages:
             builder.pip(python, list(spec.pip_packages), " ".join(spec.pip_packages))
         for w in warnings:
-            builder.say("warning: " + w)
+            if w not in notes:
+                builder.say("warning: " + w)
+        problem = verify_env(python, spec)
+        if problem:
+            raise EnvError(f"environment {key} failed verification: {problem}; not recorded "
+                           f"(the next evaluation rebuilds it); see {builder.build_log}")
         meta = {"repo": repo, "version": version, "python": str(python), "spec_source": spec.source,
-                "python_version": spec.python, "warnings": warnings}
+                "python_version": spec.python, "warnings": warnings, "verified": True}
+        meta_path = root / ENV_META
         meta_path.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        _verified[str(root)] = meta_path.stat().st_mtime_ns
         builder.say("ready")
         return TestEnv(python=python, root=root, key=key, warnings=tuple(warnings))

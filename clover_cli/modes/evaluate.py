@@ -3,7 +3,8 @@
 1. An empty model patch is not evaluated: unresolved, as in the official harness.
 2. A fresh worktree of the local clone at base_commit; the model patch goes in with the
    harness's fallbacks (patching.py); the instance's environment is built or reused (envs.py).
-3. The repository is installed into the environment (the spec's pre_install and install steps).
+3. The repository is installed into the environment (the spec's pre_install and install steps);
+   with `--python`, an overlay venv on top of that interpreter imports the worktree instead.
 4. The test_patch's files are reset to base_commit, the test_patch is applied.
 5. The test command runs on the WHOLE test files (specs.py), its output framed with the
    harness's markers and exit status into a log (logparse.py), which is parsed with the
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -28,6 +30,7 @@ from clover_cli.modes import official
 from clover_cli.modes.envs import EnvError, TestEnv, ensure_env, forced_env
 from clover_cli.modes.grading import grade_tests, is_resolved, status_map_from_log
 from clover_cli.modes.instances import Instance
+from clover_cli.modes.interpreters import make_overlay
 from clover_cli.modes.logparse import ParserUnavailable, frame_log, parser_for
 from clover_cli.modes.patching import apply_model_patch, apply_test_patch, reset_test_files
 from clover_cli.modes.specs import SYSTEM_CMD, EvalSpec, eval_test_command, is_pytest_cmd, spec_for
@@ -55,7 +58,8 @@ def prepare(instance: Instance, opts: EvalOptions, clone: Path) -> tuple[EvalSpe
     else:
         commit = str(instance.extra.get("environment_setup_commit") or instance.base_commit)
         env = ensure_env(spec, instance.repo, instance.version, clone, commit, opts.env_dir,
-                         opts.progress if opts.progress is not None else sys.stderr)
+                         opts.progress if opts.progress is not None else sys.stderr,
+                         base_commit=instance.base_commit)
     command = eval_test_command(spec, instance, opts.test_cmd)
     # `pytest` as the first word runs the environment's own pytest module (same program, and no
     # other pytest found earlier on PATH can stand in for it)
@@ -74,10 +78,21 @@ def _bash(script: str, cwd: Path, env: TestEnv, timeout: float) -> tuple[int | N
     return proc.returncode, proc.stdout + proc.stderr
 
 
+def _overlay(env: TestEnv, command: str, tree: Path) -> tuple[TestEnv, str]:
+    """A forced interpreter gets nothing installed: its tests run in an overlay venv on top of
+    it that imports the patched worktree first (interpreters.py); EnvError when none can be made."""
+    overlay = make_overlay(env.python, tree, tree.parent / (tree.name + ".overlay"))
+    forced = shlex.quote(str(env.python)) + " -m pytest"
+    if command.startswith(forced):
+        command = shlex.quote(str(overlay)) + " -m pytest" + command[len(forced):]
+    # its own key: one overlay per evaluation, so forced runs need no shared lock
+    return TestEnv(python=overlay, root=overlay.parent.parent, key=f"{env.key}@{overlay}"), command
+
+
 def _install(spec: EvalSpec, env: TestEnv, tree: Path, opts: EvalOptions) -> str | None:
     """Run the spec's pre_install/install steps in the worktree; an error message or None."""
     if opts.python:
-        return None  # a forced interpreter is used as it is
+        return None  # a forced interpreter gets the overlay instead
     steps = [c for c in spec.pre_install if not SYSTEM_CMD.match(c)]
     install = spec.install
     if not install and spec.source == "builtin" and any(
@@ -164,6 +179,12 @@ def evaluate_prediction(clone: Path, instance: Instance, model_patch: str, dest:
         if method is None:
             return done("error", f"model patch did not apply (git apply, --reject, patch --fuzz=5): {msg}")
         entry.update(patch_applied=True, apply_method=method)
+        if opts.python:
+            try:
+                env, command = _overlay(env, command, dest)
+            except EnvError as exc:
+                return done("error", str(exc))
+            entry["overlay"] = str(env.root)
         with env.lock():
             problem = _install(spec, env, dest, opts)
             if problem:
@@ -189,3 +210,4 @@ def evaluate_prediction(clone: Path, instance: Instance, model_patch: str, dest:
     finally:
         if not opts.keep:
             remove_worktree(clone, dest)
+            shutil.rmtree(dest.parent / (dest.name + ".overlay"), ignore_errors=True)

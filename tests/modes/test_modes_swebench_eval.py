@@ -9,7 +9,7 @@ import pytest
 
 import swe_cases as sc
 from modes_helpers import clover_in_process
-from clover_cli.modes.envs import ensure_env, env_key
+from clover_cli.modes.envs import EnvError, ensure_env, env_key
 from clover_cli.modes.evalbatch import cached_evaluation, docker_command
 from clover_cli.modes.evaluate import EvalOptions, evaluate_prediction
 from clover_cli.modes.specs import EvalSpec, spec_for
@@ -47,7 +47,11 @@ def _built_once_and_no_pytest_is_an_error(tmp_path):
     builtin = spec_for(inst)
     assert builtin.source == "builtin" and builtin.python == f"{sys.version_info.major}.{sys.version_info.minor}"
     assert builtin.pip_packages == ("pytest",)
-    spec = EvalSpec(python=builtin.python)                    # the same, minus pytest: no network here
+    no_pytest = EvalSpec(python=builtin.python)               # the same, minus pytest: no network here
+    with pytest.raises(EnvError, match="failed verification: it has no pytest"):
+        ensure_env(no_pytest, inst.repo, inst.version, clone, base, tmp_path / "envs", io.StringIO())
+    # a runner that is not pytest needs none: the environment verifies and is recorded
+    spec = EvalSpec(python=builtin.python, test_cmd="./tests/runtests.py")
     log = io.StringIO()
     env = ensure_env(spec, inst.repo, inst.version, clone, base, tmp_path / "envs", log)
     assert env.root.name == env_key(inst.repo, inst.version, spec) and env.python.is_file()
