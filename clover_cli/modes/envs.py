@@ -99,7 +99,8 @@ def forced_env(python: str) -> TestEnv:
     found = shutil.which(python) if os.sep not in python else python
     if not found or not Path(found).exists():
         raise EnvError(f"--python {python!r} not found")
-    return TestEnv(python=Path(os.path.abspath(found)), key=f"python:{found}")
+    # "+overlay": verdicts cached before the overlay existed graded the installed copy; re-grade
+    return TestEnv(python=Path(os.path.abspath(found)), key=f"python:{found}+overlay")
 
 
 def env_key(repo: str, version: str, spec: EvalSpec) -> str:

@@ -215,7 +215,9 @@ def test_forced_python_runs_the_patched_src_layout_worktree_not_its_installed_co
     assert ev["verdict"] == "resolved", ev
     assert ev["tests_status"]["FAIL_TO_PASS"]["success"] == ["tests/test_toy.py::test_add"]
     assert ev["overlay"].endswith("w.overlay") and not Path(ev["overlay"]).exists()
-    assert str(python) in ev["test_command"]                          # the cache key is unchanged
+    assert str(python) in ev["test_command"]                          # the cached command's form
+    # verdicts cached by the old code graded the installed copy: the new key grades again
+    assert envs.forced_env(str(python)).key == f"python:{python}+overlay"
     assert python.is_file() and not (tmp_path / "user-venv" / "lib" / "00-clover-worktree.pth").exists()
 
 
