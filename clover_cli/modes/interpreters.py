@@ -100,9 +100,10 @@ def not_found_message(version: str) -> str:
 def import_root(tree: Path) -> Path:
     """Where the worktree's own packages are imported from: `src/` in a src layout."""
     src = tree / "src"
-    if src.is_dir() and any((p / "__init__.py").is_file() or p.suffix == ".py"
+    if src.is_dir() and any(p.suffix == ".py" or (p.is_dir() and not p.name.startswith((".", "_"))
+                                                  and not p.name.endswith(".egg-info"))
                             for p in src.iterdir()):
-        return src
+        return src  # packages, namespace packages included, or modules
     return tree
 
 
