@@ -13,8 +13,10 @@ import torch
 from .config import GenerationConfig
 from .events import BlockCommitted, DenoiseStep, GenerationResult, GenerationStats
 from .healing import Healing
+from .prefix_cache import Entry, PrefixCache
 from .processors import process_logits, repeated_block
-from .runtime import ForwardRunner, TextStreamer, find_stop, hidden_token_ids, make_cache
+from .runtime import (ForwardRunner, TextStreamer, find_stop, hidden_token_ids,
+                      make_cache, reserve_cache)
 from .selection import select
 
 AR_PREFILL_CHUNK = 512
@@ -22,7 +24,10 @@ AR_PREFILL_CHUNK = 512
 
 class ARDecoder:
     def __init__(self, lm, prompt_ids: list[int], cfg: GenerationConfig,
-                 cancel: threading.Event | None = None, healing: Healing | None = None):
+                 cancel: threading.Event | None = None, healing: Healing | None = None,
+                 prefix: PrefixCache | None = None):
+        """prefix: earlier requests' caches to start from and to keep this one's in (AR models
+        reuse any common prefix, not only whole blocks; engine/prefix_cache.py)."""
         if not prompt_ids:
             raise ValueError("empty prompt")
         self.lm, self.cfg, self.cancel = lm, cfg, cancel
@@ -31,6 +36,9 @@ class ARDecoder:
         self.eos = tuple(lm.eos_token_ids)
         self.device = lm.device
         self.run_forward = ForwardRunner(lm.model)
+        self.prefix = prefix
+        self.cached_ids: list[int] = []  # ids of the positions in the cache
+        self._clean = True  # no forward half done: the cache holds exactly cached_ids
         self.streamer = TextStreamer(lm.tokenizer, hidden_token_ids(lm.tokenizer, self.eos, None),
                                      skip=healing.prefix if healing else "")
         self.generator = None
@@ -40,18 +48,40 @@ class ARDecoder:
 
     def _forward(self, ids: torch.Tensor, start: int, cache, count: bool) -> torch.Tensor:
         positions = torch.arange(start, start + ids.numel(), device=self.device)
-        return self.run_forward(ids, positions, cache, None, logits_to_keep=1, count=count)[-1]
+        self._clean = False
+        logits = self.run_forward(ids, positions, cache, None, logits_to_keep=1, count=count)[-1]
+        self.cached_ids = self.cached_ids + ids.tolist()
+        self._clean = True
+        return logits
 
     def run(self) -> Iterator:
-        cfg = self.cfg
         t0 = time.perf_counter()
-        cache = make_cache(self.lm.model)
+        n = len(self.prompt)
+        reuse = None
+        if self.prefix is not None and n > 1:  # the last prompt token is always run (its logits)
+            reuse = self.prefix.take(self.prompt, ("ar",), n - 1,
+                                     bool(getattr(self.lm.family, "recurrent", False)), need_row=False)
+        cache = reuse.cache if reuse is not None else make_cache(self.lm.model)
+        reserve_cache(cache, n + self.cfg.max_new_tokens + 1)
+        self.reused = reuse.length if reuse is not None else 0
+        self.cached_ids = self.prompt[:self.reused]
+        try:
+            yield from self._decode(cache, t0)
+        finally:  # also when the consumer stops early or a cancel ends it
+            if self.prefix is not None and self._clean:
+                self.prefix.put(Entry(("ar",), self.cached_ids, cache))
+
+    def _decode(self, cache, t0: float) -> Iterator:
+        cfg = self.cfg
         ids = torch.tensor(self.prompt, device=self.device)
         n = len(self.prompt)
         logits = None
-        for c0 in range(0, n, AR_PREFILL_CHUNK):
+        t_prefill = time.perf_counter()
+        for c0 in range(self.reused, n, AR_PREFILL_CHUNK):
             c1 = min(n, c0 + AR_PREFILL_CHUNK)
             logits = self._forward(ids[c0:c1], c0, cache, count=c1 == n)  # the last chunk yields token 1
+        prefill_seconds = time.perf_counter() - t_prefill
+        first_block = 0.0
         generated: list[int] = []
         finish = "length"
         masked = torch.ones(1, dtype=torch.bool, device=self.device)
@@ -67,6 +97,7 @@ class ARDecoder:
             token = int(tokens[0])
             generated.append(token)
             yield DenoiseStep(index, 1, (token,), (False,), 1)
+            first_block = first_block or time.perf_counter() - t0
             yield BlockCommitted(index, (token,), self.streamer.delta(generated))
             if token in self.eos:
                 finish = "eos"
@@ -89,5 +120,6 @@ class ARDecoder:
         stats = GenerationStats(
             generated_tokens=len(generated), forwards=self.run_forward.forwards, blocks=len(generated),
             steps_per_block=tuple([1] * len(generated)), forward_seconds=self.run_forward.seconds,
-            total_seconds=time.perf_counter() - t0, prompt_tokens=n, prefill_seconds=self.run_forward.uncounted_seconds)
+            total_seconds=time.perf_counter() - t0, prompt_tokens=n, prefill_seconds=prefill_seconds,
+            reused_tokens=self.reused, prefilled_tokens=n - self.reused, first_block_seconds=first_block)
         yield GenerationResult(tuple(generated), text, finish, stats, tuple(self.prompt))

@@ -21,11 +21,12 @@ from .config import GenerationConfig
 from .kernel_hooks import denoise_step
 from .events import BlockCommitted, DenoiseStep, GenerationResult, GenerationStats
 from .healing import Healing
+from .prefix_cache import Entry, PrefixCache
 from .processors import process_logits, repeated_block
 from .recurrent_split import install_recurrent_split, split_recurrent
 from .runtime import (DecodeMasks, ForwardRunner, TextStreamer, attention_layer_indices,
                       block_causal_mask, crop_attention, find_stop, has_recurrent, hidden_token_ids,
-                      make_cache, restore_recurrent, snapshot_recurrent)
+                      make_cache, reserve_cache, restore_recurrent, snapshot_recurrent)
 from .selection import select
 
 PREFILL_CHUNK_TOKENS = 1024  # a long prompt never needs one giant attention matrix
@@ -36,9 +37,10 @@ class BlockDecoder:
 
     def __init__(self, lm, prompt_ids: list[int], cfg: GenerationConfig,
                  cancel: threading.Event | None = None, fuse_commit: bool = True,
-                 healing: Healing | None = None):
+                 healing: Healing | None = None, prefix: PrefixCache | None = None):
         """healing: prompt_ids is healing.prompt_ids and the first generated token is constrained
-        (engine/healing.py)."""
+        (engine/healing.py). prefix: earlier requests' caches to start from and to leave this
+        request's cache in (engine/prefix_cache.py)."""
         if not prompt_ids:
             raise ValueError("empty prompt: block decoding needs at least one prompt token")
         self.lm, self.cfg, self.cancel = lm, cfg, cancel
@@ -62,7 +64,13 @@ class BlockDecoder:
         self.dtype = next(lm.model.parameters()).dtype
         self.run_forward = ForwardRunner(lm.model)
         self.cached = 0  # positions whose keys/values (and GDN state) are in the cache
+        self.cached_ids: list[int] = []  # the ids of those positions
+        self.prefix = prefix
+        self.reused = 0  # prompt positions taken from an earlier request's cache
+        self._clean = True  # the cache holds exactly `cached` positions (no forward half done)
         self.prefill_seconds = 0.0  # wall time of the prompt prefill: forwards, masks, ids
+        self.first_block_seconds = 0.0
+        self._last_row = None  # logits of position cached-1 (kept with the cache for shifted families)
         self._mask_key = None  # (start, length, cached) of the last forward's positions and mask
         self._positions = self._mask = None
         self._masks: DecodeMasks | None = None  # decode masks as views (set up by run())
@@ -90,38 +98,49 @@ class BlockDecoder:
                                 count=count)
 
     def _prefill(self, cache, end: int) -> torch.Tensor | None:
-        """Write prompt[0:end] (whole blocks) into the cache in block-aligned chunks."""
+        """Write prompt[cached:end] (whole blocks) into the cache in block-aligned chunks."""
         blocks = self.cfg.prefill_chunk_blocks or max(1, PREFILL_CHUNK_TOKENS // self.B)
         chunk = blocks * self.B
         last = None
         ids = torch.tensor(self.prompt[:end], device=self.device)
-        for c0 in range(0, end, chunk):
+        self._clean = False
+        for c0 in range(self.cached, end, chunk):
             c1 = min(end, c0 + chunk)
             last = self._forward(ids[c0:c1], c0, cache, keep=1, count=False)[-1]
             self.cached = c1
+        self.cached_ids = self.prompt[:end]
+        self._clean = True
         return last  # logits of position end-1 (used by shifted families)
 
     def _denoise(self, block: torch.Tensor, start: int, cache, saved) -> torch.Tensor:
         """A denoise step reads the cache and leaves it unchanged (KV cropped, GDN restored)."""
+        self._clean = False
         with denoise_step(block.numel()):
             logits = self._forward(block, start, cache)
         self._crop(cache, block.numel())
         restore_recurrent(cache, saved)
+        self._clean = True
         return logits
 
     def _commit(self, block: torch.Tensor, start: int, cache, with_next: bool):
         """Write the finished block's KV (and GDN state). With `with_next`, the same forward also
         runs step 0 of the next (all-masked) block. Returns (carry logits [V], next logits | None)."""
+        self._clean = False
         if not with_next:
             logits = self._forward(block, start, cache, count=True)
-            self.cached += self.B
+            self._committed(block)
             return logits[-1], None
         masks = torch.full((self.B,), self.mask_id, device=self.device, dtype=block.dtype)
         with split_recurrent(self.B if self.recurrent else 0):
             logits = self._forward(torch.cat([block, masks]), start, cache)
         self._crop(cache, self.B)  # the next block's keys/values are not committed
-        self.cached += self.B
+        self._committed(block)
         return logits[self.B - 1], logits[self.B:]
+
+    def _committed(self, block: torch.Tensor) -> None:
+        self.cached += self.B
+        self.cached_ids = self.cached_ids + block.tolist()
+        self._clean = True
 
     def _crop(self, cache, tokens: int) -> None:
         """crop_attention with the attention layers' indices found once per cache layout."""
@@ -136,13 +155,39 @@ class BlockDecoder:
         t0 = time.perf_counter()
         n = len(self.prompt)
         limit = n + cfg.max_new_tokens
-        cache = make_cache(self.lm.model)
-        recurrent_cache = has_recurrent(cache)  # (layers a cache adds lazily never are)
         start = (n // B) * B
+        reuse = None
+        if self.prefix is not None and start:
+            reuse = self.prefix.take(self.prompt, ("block", B), start, self.recurrent,
+                                     need_row=self.shifted)
+        cache = reuse.cache if reuse is not None else make_cache(self.lm.model)
+        recurrent_cache = has_recurrent(cache)  # (layers a cache adds lazily never are)
+        reserve_cache(cache, limit + 2 * B)  # every position of this request: no growth mid-way
         self._masks = DecodeMasks(B, limit + 2 * B, self.dtype, self.device)
+        carry = None
+        if reuse is not None:
+            self.cached = self.reused = reuse.length
+            self.cached_ids = self.prompt[:reuse.length]
+            carry = reuse.row
         t_prefill = time.perf_counter()
-        carry = self._prefill(cache, start) if start else None
+        if start > self.cached:
+            carry = self._prefill(cache, start)
         self.prefill_seconds = time.perf_counter() - t_prefill if start else 0.0  # with masks
+        states = dict(reuse.states) if reuse is not None else {}
+        rows = {start: carry} if carry is not None else {}
+        try:
+            yield from self._decode(cache, start, carry, recurrent_cache, states, t0)
+        finally:  # also when the consumer stops early or a cancel ends it
+            if self.prefix is not None and self._clean and len(self.cached_ids) == self.cached:
+                rows[self.cached] = self._last_row
+                rows = {b: r for b, r in rows.items() if r is not None} if self.shifted else {}
+                self.prefix.put(Entry(("block", B), self.cached_ids, cache, states, rows))
+
+    def _decode(self, cache, start: int, carry, recurrent_cache: bool, states: dict, t0: float):
+        cfg, B = self.cfg, self.B
+        n = len(self.prompt)
+        limit = n + cfg.max_new_tokens
+        self._last_row = carry
         generated: list[int] = []
         blocks: list[tuple[int, ...]] = []
         steps_per_block: list[int] = []
@@ -172,6 +217,8 @@ class BlockDecoder:
             selected_stop = not self.first_token_rule  # Fast-dLLM ends only on a *selected* stop
             live = masked  # masked positions selection may pick (eos_confine narrows it)
             saved = snapshot_recurrent(cache) if recurrent_cache else None
+            if saved is not None and block_index == 0:
+                states[start] = saved  # the state after this prompt: a boundary the next request may reuse
             steps = 0
             eos_at = -1
             while bool(masked[fixed:end].any()):  # positions past `end` only matter until then
@@ -218,6 +265,8 @@ class BlockDecoder:
             blocks.append(tuple(new))
             if stop_here:
                 generated = self._cut_at_first_eos(generated)
+            if not self.first_block_seconds:
+                self.first_block_seconds = time.perf_counter() - t0
             yield BlockCommitted(block_index, tuple(new), self.streamer.delta(generated))
             if stop_here:
                 finish = "eos"
@@ -231,6 +280,7 @@ class BlockDecoder:
             if start + B >= limit:
                 break
             carry, pending = self._commit(block, start, cache, with_next=self.fuse)
+            self._last_row = carry
             start += B
             block_index += 1
 
@@ -291,5 +341,7 @@ class BlockDecoder:
             generated_tokens=len(ids), forwards=self.run_forward.forwards, blocks=len(steps_per_block),
             steps_per_block=tuple(steps_per_block), forward_seconds=self.run_forward.seconds,
             total_seconds=time.perf_counter() - t0, prompt_tokens=len(self.prompt),
-            prefill_seconds=self.prefill_seconds)
+            prefill_seconds=self.prefill_seconds, reused_tokens=self.reused,
+            prefilled_tokens=max(0, (len(self.prompt) // self.B) * self.B - self.reused),
+            first_block_seconds=self.first_block_seconds)
         return GenerationResult(tuple(ids), text, finish, stats, tuple(self.prompt))

@@ -11,6 +11,7 @@ from .block_decode import BlockDecoder
 from .config import GenerationConfig
 from .events import GenerationResult
 from .healing import heal_prompt
+from .prefix_cache import PrefixCache, default_budget_bytes
 
 
 SMALL_MODEL_PARAMS = 50_000_000
@@ -43,36 +44,52 @@ def configure_cpu_threads(model) -> int | None:
 class Engine:
     """Decodes token ids into token ids for one LoadedModel; not thread-safe (one generation at a time)."""
 
-    def __init__(self, lm, *, fuse_commit: bool = True, use_kernels: bool | None = None):
+    def __init__(self, lm, *, fuse_commit: bool = True, use_kernels: bool | None = None,
+                 cache_mb: float | None = None):
         """use_kernels: None installs the Triton hooks when the model is on CUDA; True forces them
-        (tests under TRITON_INTERPRET=1); False never."""
-        from .kernel_hooks import install_kernels
+        (tests under TRITON_INTERPRET=1); False never. cache_mb: the memory kept for earlier
+        requests' caches, which later requests sharing a prefix start from (engine/prefix_cache.py);
+        None: a quarter of the device's free memory (at most 16 GiB); 0: every request cold."""
+        from .kernel_hooks import install_gqa_attention, install_kernels
 
+        if cache_mb is not None and cache_mb < 0:
+            raise ValueError(f"cache_mb must be >= 0, got {cache_mb}")
         self.lm = lm
         self.threads = configure_cpu_threads(lm.model)
         self.kernels = [] if use_kernels is False else install_kernels(lm.model, force=bool(use_kernels))
+        if not self.kernels:
+            install_gqa_attention(lm.model)
         # GDN hybrids fuse too: their recurrent layers split the fused input (recurrent_split.py)
         self.fuse_commit = fuse_commit
+        budget = default_budget_bytes(lm.device) if cache_mb is None else int(cache_mb * (1 << 20))
+        self.prefix_cache = PrefixCache(budget)
+
+    def clear_cache(self) -> None:
+        """Forget every earlier request's cache (a new conversation, /clear)."""
+        self.prefix_cache.clear()
 
     def stream(self, prompt_ids: list[int], config: GenerationConfig | None = None,
-               cancel: threading.Event | None = None) -> Iterator:
-        """Yield DenoiseStep / BlockCommitted events; the last event is a GenerationResult."""
+               cancel: threading.Event | None = None, *, reuse: bool = True) -> Iterator:
+        """Yield DenoiseStep / BlockCommitted events; the last event is a GenerationResult.
+        reuse: start from the longest prefix an earlier request's cache shares with the prompt,
+        and keep this request's cache for later ones (False: neither)."""
         cfg = config or GenerationConfig()
         healing = heal_prompt(self.lm, list(prompt_ids)) if cfg.token_healing else None
-        ids = list(healing.prompt_ids) if healing else prompt_ids
+        ids = list(healing.prompt_ids) if healing else list(prompt_ids)
+        prefix = self.prefix_cache if reuse and self.prefix_cache.budget > 0 else None
         if self.lm.is_diffusion and (cfg.block_size or self.lm.block_size) >= 1:
             decoder = BlockDecoder(self.lm, ids, cfg, cancel, fuse_commit=self.fuse_commit,
-                                   healing=healing)
+                                   healing=healing, prefix=prefix)
         else:
-            decoder = ARDecoder(self.lm, ids, cfg, cancel, healing=healing)
+            decoder = ARDecoder(self.lm, ids, cfg, cancel, healing=healing, prefix=prefix)
         if healing is None:
             return decoder.run()
         return _with_prompt(decoder.run(), tuple(prompt_ids))
 
     def generate(self, prompt_ids: list[int], config: GenerationConfig | None = None,
-                 cancel: threading.Event | None = None) -> GenerationResult:
+                 cancel: threading.Event | None = None, *, reuse: bool = True) -> GenerationResult:
         result = None
-        for event in self.stream(prompt_ids, config, cancel):
+        for event in self.stream(prompt_ids, config, cancel, reuse=reuse):
             result = event
         assert isinstance(result, GenerationResult)
         return result

@@ -22,6 +22,7 @@ from typing import Any
 _STATE = threading.local()
 CALLS: Counter = Counter()  # which path each hooked call took (for tests and `clover bench`)
 ATTENTION_NAME = "clover_block"
+GQA_SDPA_NAME = "clover_sdpa"
 GDN_MODULES = ("transformers.models.qwen3_next.modeling_qwen3_next",
                "transformers.models.qwen3_5.modeling_qwen3_5",
                "transformers.models.qwen3_5_moe.modeling_qwen3_5_moe")
@@ -53,7 +54,44 @@ def _clover_attention(module, query, key, value, attention_mask, dropout: float 
         return out.transpose(1, 2).contiguous(), None
     CALLS["sdpa"] += 1
     return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
-                                  scaling=scaling, **kwargs)
+                                  scaling=scaling, **kwargs)  # CUDA: GQA with a mask has no fused path
+
+
+def gqa_sdpa(module, query, key, value, attention_mask, dropout: float = 0.0,
+             scaling: float | None = None, **_kwargs):
+    """SDPA with grouped-query heads as they are (enable_gqa): transformers' own SDPA path
+    repeats the key/value heads whenever a mask is given, a copy of the whole cache per layer
+    and forward (docs/engine.md, "Static KV layout"). query [B, Hq, L, D], key/value
+    [B, Hkv, S, D], 4-D additive mask -> ([B, L, Hq, D], None)."""
+    import torch.nn.functional as F
+
+    mask = attention_mask
+    if mask is not None and mask.dim() == 4:
+        mask = mask[:, :, :, :key.shape[-2]]
+    # as transformers: no mask means causal (its mask builder drops the mask only when that holds)
+    causal = mask is None and query.shape[2] > 1 and getattr(module, "is_causal", True)
+    out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout,
+                                         scale=scaling, is_causal=causal,
+                                         enable_gqa=query.shape[1] != key.shape[1])
+    return out.transpose(1, 2).contiguous(), None
+
+
+def install_gqa_attention(model: Any) -> bool:
+    """Route a transformers network's attention on the CPU through gqa_sdpa (our own networks in
+    engine/models already call SDPA that way; on CUDA, SDPA has no fused kernel for grouped heads
+    with a mask, and the Triton hooks take the denoise steps); True when it was installed."""
+    if hasattr(model, "make_cache") or not hasattr(model, "set_attn_implementation"):
+        return False
+    if next(model.parameters()).device.type != "cpu":
+        return False
+    if getattr(getattr(model, "config", None), "_attn_implementation", None) != "sdpa":
+        return False
+    _register(GQA_SDPA_NAME, gqa_sdpa)
+    try:
+        model.set_attn_implementation(GQA_SDPA_NAME)
+    except (ValueError, TypeError, AttributeError):
+        return False
+    return True
 
 
 def install_kernels(model: Any, *, force: bool = False) -> list[str]:
@@ -65,10 +103,8 @@ def install_kernels(model: Any, *, force: bool = False) -> list[str]:
     param = next(model.parameters())
     if not (force or use_triton(param)):
         return []
-    from transformers import AttentionInterface  # imports modeling_utils: only when hooking
-
     installed = []
-    AttentionInterface.register(ATTENTION_NAME, _clover_attention)
+    _register(ATTENTION_NAME, _clover_attention)
     try:
         model.set_attn_implementation(ATTENTION_NAME)
         installed.append("block_attention")
@@ -96,3 +132,15 @@ def _gated_delta(query, key, value, g, beta, chunk_size: int = 16, initial_state
                                   output_final_state=output_final_state,
                                   chunk_size=chunk_size if 32 % chunk_size == 0 else 16,
                                   use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, cu_seqlens=cu_seqlens)
+
+
+def _register(name: str, fn) -> None:
+    """Register an attention function under `name`, with SDPA's mask builder: transformers builds
+    no mask at all for a name it does not know, and a query chunk after cached positions (a
+    prefill continued from a reused prefix, a long AR prompt's second chunk) then attends
+    top-left causally, to the wrong keys."""
+    from transformers import AttentionInterface, AttentionMaskInterface
+    from transformers.masking_utils import sdpa_mask
+
+    AttentionInterface.register(name, fn)
+    AttentionMaskInterface.register(name, sdpa_mask)

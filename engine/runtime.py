@@ -54,13 +54,91 @@ class DecodeMasks:
 
 
 def make_cache(model: Any):
-    """A fresh cache for `model`: its own (the networks in engine/models) or transformers'."""
+    """A fresh cache for `model`: its own (the networks in engine/models) or transformers',
+    whose full-attention layers are then StaticKV layers too (written in place, docs/engine.md
+    "Static KV layout"); other layer kinds (GDN, sliding window) stay transformers' own."""
     own = getattr(model, "make_cache", None)
     if own is not None:
         return own()
     from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
 
-    return DynamicCache(config=model.config)
+    cache = DynamicCache(config=model.config)
+    layer_class = _static_dynamic_layer()
+    for i, layer in enumerate(cache.layers):
+        if type(layer) is DynamicLayer:
+            cache.layers[i] = layer_class()
+    if getattr(cache, "layer_class_to_replicate", None) is DynamicLayer:
+        cache.layer_class_to_replicate = layer_class
+    return cache
+
+
+_STATIC_LAYER: list[type] = []
+
+
+def _static_dynamic_layer() -> type:
+    """transformers' DynamicLayer with StaticKV storage (made once, on first use: importing
+    transformers' cache module is only paid by models that load through transformers)."""
+    if not _STATIC_LAYER:
+        from transformers.cache_utils import DynamicLayer
+
+        from .models.state import StaticKV
+
+        class StaticDynamicLayer(StaticKV, DynamicLayer):
+            def lazy_initialization(self, key_states, value_states) -> None:
+                pass  # the buffers are made by the first update
+
+            def crop(self, max_length: int) -> None:  # transformers' meaning: < 0 drops that many
+                keep = self.length + max_length if max_length < 0 else min(max_length, self.length)
+                self.truncate(max(0, keep))
+
+            def reset(self) -> None:
+                self.truncate(0)
+
+        _STATIC_LAYER.append(StaticDynamicLayer)
+    return _STATIC_LAYER[0]
+
+
+def reserve_cache(cache: Any, positions: int) -> None:
+    """Ask every in-place attention layer for room for `positions` positions."""
+    for layer in getattr(cache, "layers", []):
+        if hasattr(layer, "reserve"):
+            layer.reserve(positions)
+
+
+def truncate_cache(cache: Any, length: int) -> None:
+    """Keep the first `length` positions of every attention layer (recurrent layers untouched)."""
+    for i in attention_layer_indices(cache):
+        layer = cache.layers[i]
+        have = layer.get_seq_length() if hasattr(layer, "get_seq_length") else 0
+        crop_attention_layer(layer, have - length)
+
+
+def cache_nbytes(cache: Any) -> int:
+    """Bytes a cache holds: attention buffers as allocated, recurrent states."""
+    total = 0
+    for layer in getattr(cache, "layers", []):
+        if hasattr(layer, "nbytes"):
+            total += layer.nbytes
+        elif _is_recurrent(layer):
+            total += recurrent_nbytes(layer)
+        else:
+            for t in (getattr(layer, "keys", None), getattr(layer, "values", None)):
+                if isinstance(t, torch.Tensor):
+                    total += t.numel() * t.element_size()
+    return total
+
+
+def recurrent_nbytes(layer: Any) -> int:
+    """Bytes of one recurrent layer's conv and recurrent states (or of a snapshot's layers)."""
+    if isinstance(layer, dict):
+        return sum(recurrent_nbytes(v) for v in layer.values())
+    total = 0
+    for name in ("conv_states", "recurrent_states"):
+        for t in (getattr(layer, name, None) or {}).values():
+            if isinstance(t, torch.Tensor):
+                total += t.numel() * t.element_size()
+    return total
 
 
 def attention_layer_indices(cache: Any) -> list[int]:
@@ -77,11 +155,21 @@ def crop_attention(cache: Any, tokens: int, indices: list[int] | None = None) ->
         return
     layers = getattr(cache, "layers", [])
     for i in (attention_layer_indices(cache) if indices is None else indices):
-        layer = layers[i]
-        keys = getattr(layer, "keys", None)
-        if keys is not None and getattr(layer, "is_initialized", True):
-            layer.keys = keys[..., :-tokens, :]
-            layer.values = layer.values[..., :-tokens, :]
+        crop_attention_layer(layers[i], tokens)
+
+
+def crop_attention_layer(layer: Any, tokens: int) -> None:
+    """One layer's last `tokens` positions dropped: a StaticKV layer forgets them (no copy);
+    another layer kind (sliding window) is shortened by slicing."""
+    if tokens <= 0:
+        return
+    if hasattr(layer, "truncate"):
+        layer.truncate(max(0, layer.length - tokens))  # (a scripted test model writes nothing)
+        return
+    keys = getattr(layer, "keys", None)
+    if keys is not None and getattr(layer, "is_initialized", True):
+        layer.keys = keys[..., :-tokens, :]
+        layer.values = layer.values[..., :-tokens, :]
 
 
 def snapshot_recurrent(cache: Any) -> dict[int, Any] | None:

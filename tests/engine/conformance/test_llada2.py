@@ -92,3 +92,21 @@ def test_dream_and_llada1_are_refused_with_the_reason():
     for model_type in ("Dream", "llada"):
         with pytest.raises(FamilyError, match="full-attention diffusion.*approximate"):
             detect_family({"model_type": model_type, "mask_token_id": 1})
+
+
+@pytest.mark.parametrize("case", ["extends", "mid_block"])
+def test_llada2_prefix_reuse_gives_the_ids_of_a_cold_run(llada2, case):
+    """Prefix reuse (engine/prefix_cache.py) on LLaDA2.0's own module: a request continued from
+    an earlier request's cache equals the same request run cold."""
+    lm = llada2[1]
+    cfg = GenerationConfig(max_new_tokens=40, threshold=0.5)
+    first = _prompt(40, 3)
+    warm = Engine(lm)
+    warm.generate(first, cfg)
+    kept = list(warm.prefix_cache.entries[0].tokens)
+    fresh = _prompt(37, 4)
+    second = kept + fresh if case == "extends" else kept[:32 + 13] + fresh
+    got = warm.generate(second, cfg)
+    cold = Engine(lm, cache_mb=0).generate(second, cfg)
+    assert got.token_ids == cold.token_ids and got.stats.steps_per_block == cold.stats.steps_per_block
+    assert got.stats.reused_tokens == (len(kept) if case == "extends" else 32)
