@@ -18,9 +18,9 @@ def format_report(r: dict) -> str:
     if not r["prefix_reuse"]:
         lines.append("note: this engine has no prefix reuse (Engine takes no cache_mb): both runs are cold")
     mem = "cuda MB" if cuda else "rss MB"
-    lines.append(f"{'':>19}| {'cold':^17} | {'warm':^40} |")
+    lines.append(f"{'':>19}| {'cold':^17} | {'warm':^44} |")
     lines.append(f"{'step':>4} {'ctx':>6} {'append':>6} | {'prefill s':>9} {'step s':>7} | {'reused':>6} "
-                 f"{'prefill':>7} {'prefill s':>9} {'decode s':>8} {'step s':>6} | {'ids':>3} {mem:>8} "
+                 f"{'prefill':>7} {'prefill s':>9} {'decode s':>8} {'fwd':>3} {'step s':>6} | {'ids':>3} {mem:>8} "
                  f"{'cache MB':>8}")
     for row in r["steps"]:
         c, w = row["cold"], row["warm"]
@@ -30,7 +30,7 @@ def format_report(r: dict) -> str:
             f"{row['step']:>4} {row['context_tokens']:>6} {row['appended_tokens']:>6} | "
             f"{c['prefill_seconds']:>9.3f} {c['step_seconds']:>7.3f} | {w['reused_tokens']:>6} "
             f"{w['prefilled_tokens']:>7} {w['prefill_seconds']:>9.3f} {w['decode_seconds']:>8.3f} "
-            f"{w['step_seconds']:>6.3f} | {'=' if row['identical'] else 'DIF':>3} {memory:>8.1f} "
+            f"{w['forwards']:>3} {w['step_seconds']:>6.3f} | {'=' if row['identical'] else 'DIF':>3} {memory:>8.1f} "
             f"{_mb(w['cache_bytes']):>8}{mark}")
     speed = f"{r['speedup']:.2f}x" if r["speedup"] else "-"
     lines += [
