@@ -6,6 +6,8 @@ On this CPU:        python scripts/gpu_bench.py --dry-run   (tiny shapes, TRITON
 
 The model section (scripts/gpu_model_bench.py): an SDAR-1.7B-shaped random checkpoint in bf16,
 loaded by the engine: t_fwd(1), t_fwd(32), t_fwd(64) and decode tokens/s at threshold 0.95.
+The session section (scripts/gpu_session_bench.py, --only session): the recorded 20-step agent
+session replayed cold and with prefix reuse; per-step latency, reuse and CUDA memory.
 
 Realistic shapes: block confidence over 32 rows x 151,936 vocabulary (bf16 logits); block
 attention with P=4096 cached positions, L=32, Hq=16, Hkv=4, D=128 (bf16); the gated delta rule
@@ -30,7 +32,12 @@ def _parse() -> argparse.Namespace:
                     help="tiny shapes on the CPU through the Triton interpreter")
     ap.add_argument("--reps", type=int, default=None, help="timed repetitions (median reported)")
     ap.add_argument("--json", type=Path, default=None, help="also write the JSON here")
-    ap.add_argument("--only", choices=["confidence", "attention", "gated_delta", "model"], default=None)
+    ap.add_argument("--only", choices=["confidence", "attention", "gated_delta", "model", "session"],
+                    default=None)
+    ap.add_argument("--session-shape", choices=["sdar-1.7b", "79m"], default="sdar-1.7b",
+                    help="the random checkpoint the session replay runs on")
+    ap.add_argument("--session-steps", type=int, default=None,
+                    help="session steps (default: the recording's 20; more cycle its tool turns)")
     return ap.parse_args()
 
 
@@ -210,6 +217,12 @@ def main() -> int:
 
         model = bench_model(ARGS.dry_run, REPS if ARGS.dry_run else 20)
         print("model:", json.dumps(model))
+    session = None
+    if not ARGS.only or ARGS.only == "session":
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from gpu_session_bench import bench_session
+
+        session = bench_session(ARGS.dry_run, ARGS.session_shape, ARGS.session_steps)
     print(f"{'op':<16}{'shape':<34}{'impl':<25}{'ms':>10}{'error':>11}  ok")
     for r in ROWS:
         ms = "-" if r["ms"] is None else f"{r['ms']:.3f}"
@@ -219,7 +232,7 @@ def main() -> int:
     name = torch.cuda.get_device_name(DEV) if DEV.type == "cuda" else "cpu (interpreter)"
     doc = dict(device=name,
                dry_run=ARGS.dry_run, reps=REPS, torch=torch.__version__,
-               triton=__import__("triton").__version__, rows=ROWS, model=model)
+               triton=__import__("triton").__version__, rows=ROWS, model=model, session=session)
     text = json.dumps(doc, indent=1)
     print(text)
     if ARGS.json:

@@ -74,31 +74,75 @@ def tiny_config(kind: str, vocab_size: int, mask_id: int, eos_id: int, block_siz
 
 
 def build_tiny_checkpoint(directory: str | Path, kind: str = "clover", *, block_size: int = 32,
-                          seed: int = 0, logit_scale: float = 1.0) -> Path:
+                          seed: int = 0, logit_scale: float = 1.0, tokenizer_dir: str | Path | None = None,
+                          dtype: str = "float32", **shape) -> Path:
     """Write a random tiny checkpoint of `kind` to `directory` and return it.
 
     `logit_scale` multiplies the output head so predictions are peaked (confidences above 0.95
-    occur, several positions commit per step) as in a trained model.
+    occur, several positions commit per step) as in a trained model; with tied embeddings the
+    final norm's weight is scaled instead (the same logits, the input embeddings untouched).
+    `tokenizer_dir`: copy that checkpoint's tokenizer (e.g. the bundled model's) instead of
+    training the little one. `shape`: config keys over the tiny defaults (hidden_size=768,
+    num_hidden_layers=12, max_position_embeddings=16384, ...), for bigger benchmark models
+    (scripts/build_bench_checkpoint.py).
     """
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    tok = build_tokenizer(directory)
+    if tokenizer_dir is None:
+        tok = build_tokenizer(directory)
+    else:
+        tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+        if "max_position_embeddings" in shape:
+            tok.model_max_length = int(shape["max_position_embeddings"])
+        tok.save_pretrained(str(directory))
     vocab = len(tok)
     mask_id = tok.convert_tokens_to_ids("<|mask|>")
     eos_id = tok.convert_tokens_to_ids("<|im_end|>")
-    raw = tiny_config(kind, vocab, mask_id, eos_id, block_size)
+    raw = dict(tiny_config(kind, vocab, mask_id, eos_id, block_size), **shape)
     hf_type = {"sdar": "qwen3", "Fast_dLLM_Qwen": "qwen2"}.get(raw["model_type"], raw["model_type"])
     fields = {k: v for k, v in raw.items() if k not in ("model_type", "architectures")}
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(AutoConfig.for_model(hf_type, **fields))
     with torch.no_grad():
-        model.get_output_embeddings().weight.mul_(logit_scale)
-    model.save_pretrained(str(directory))
+        if raw.get("tie_word_embeddings"):
+            model.get_decoder().norm.weight.mul_(logit_scale)
+        else:
+            model.get_output_embeddings().weight.mul_(logit_scale)
+    model.to(getattr(torch, dtype)).save_pretrained(str(directory))
     (directory / "config.json").write_text(json.dumps(raw, indent=2))
     return directory
+
+
+# Benchmark shapes on the bundled tokenizer (4,096 ids), block size 32, 16K positions (the
+# session replay's context reaches ~11K tokens at step 20): "79m" is a Qwen3 of 78.7M parameters
+# (width 768, 12 layers, 12 query / 4 KV heads of 64, FFN 2048, tied embeddings); "sdar-1.7b" is
+# SDAR-1.7B-Chat's body (width 2048, 28 layers, 16 / 8 heads of 128, FFN 6144) on that vocabulary.
+BENCH_SHAPES: dict[str, dict] = {
+    "79m": dict(hidden_size=768, intermediate_size=2048, num_hidden_layers=12, num_attention_heads=12,
+                num_key_value_heads=4, head_dim=64, tie_word_embeddings=True),
+    "sdar-1.7b": dict(hidden_size=2048, intermediate_size=6144, num_hidden_layers=28,
+                      num_attention_heads=16, num_key_value_heads=8, head_dim=128,
+                      tie_word_embeddings=False),
+}
+
+
+def build_bench_checkpoint(directory: str | Path, shape: str = "79m", *, dtype: str = "float32",
+                           seed: int = 0, max_positions: int = 16384, logit_scale: float = 12.0) -> Path:
+    """A random block-diffusion checkpoint of a BENCH_SHAPES shape with the bundled tokenizer,
+    through `build_tiny_checkpoint` with the test checkpoints' initializer range (0.2) and logit
+    scale (12): on the session's first prompt the 79M shape decodes at about 8 tokens per forward
+    at 0.95, as a trained model does (a real config's 0.02 gave 0.9, i.e. one token per step)."""
+    from clover_cli.engine.loader import bundled_tiny_dir
+
+    if shape not in BENCH_SHAPES:
+        raise ValueError(f"unknown bench shape {shape!r}; one of {', '.join(BENCH_SHAPES)}")
+    return build_tiny_checkpoint(directory, "clover", block_size=32, seed=seed, logit_scale=logit_scale,
+                                 tokenizer_dir=bundled_tiny_dir(), dtype=dtype,
+                                 max_position_embeddings=max_positions, rope_theta=1_000_000.0,
+                                 **BENCH_SHAPES[shape])
 
 
 def build_from_config(raw: dict, directory: str | Path, *, dtype: str = "float32", seed: int = 0,

@@ -27,3 +27,8 @@ def test_gpu_bench_dry_run_reports_every_op_in_agreement(tmp_path):
     assert model["attn_implementation"] == "sdpa" and model["layers"] == 2
     assert all(model[f"t_fwd_{t}_ms"] > 0 for t in (1, 32, 64))
     assert model["decode_tokens"] == 32 and model["decode_tokens_per_second"] > 0
+    session = doc["session"]  # the session replay, shrunk: 3 steps cold and warm on the CPU
+    assert session["shape"] == "dry-run" and session["prefix_reuse"] is True
+    assert [r["step"] for r in session["steps"]] == [1, 2, 3] and session["identical_ids"] is True
+    assert all(r["warm"]["reused_tokens"] > 0 for r in session["steps"][1:])
+    assert session["targets"]["prefill_bounded"]["ok"] is True
