@@ -6,15 +6,9 @@ ignore it, so the text is also written to a file whose path the notice gives (th
 """
 from __future__ import annotations
 
-import base64
 import re
 
 FENCE = re.compile(r"^(```+|~~~+)[^\n]*\n(.*?)^\1[ \t]*$", re.S | re.M)
-
-
-def osc52(text: str) -> str:
-    """The escape sequence that puts `text` on the clipboard."""
-    return "\x1b]52;c;" + base64.b64encode(text.encode("utf-8")).decode("ascii") + "\a"
 
 
 def code_blocks(markdown: str) -> list[str]:
