@@ -1,5 +1,6 @@
-"""`/copy`: what to copy (the last answer, or its Nth code block) and the OSC 52 sequence.
+"""`/copy`: what to copy (the last answer, or its Nth code block).
 
+The app sends it with Textual's `App.copy_to_clipboard`, an OSC 52 sequence.
 OSC 52 (`ESC ] 52 ; c ; BASE64 BEL`) asks the terminal to put text on the system clipboard; it
 works over SSH and in tmux (with `set-clipboard on|external`), and terminals that do not support it
 ignore it, so the text is also written to a file whose path the notice gives (the fallback).
