@@ -2,11 +2,11 @@
 sensible ignores outside. Shared by list_files, grep and repo_map."""
 from __future__ import annotations
 
-import fnmatch
 import os
 import stat
 from pathlib import Path
 
+from .gitignore import GitIgnores
 from .gitutil import git_run, is_git_repo
 from .paths import PRIVATE_DIR
 
@@ -72,44 +72,19 @@ def _git_files(root: Path, sub: Path) -> list[str]:
 
 
 def _walk_files(root: Path, sub: Path) -> list[str]:
-    ignore = _root_gitignore(root)
+    rules = GitIgnores(root)  # every .gitignore from the root down (tools/gitignore.py)
     out = []
     for dirpath, dirnames, filenames in os.walk(sub):
         rel_dir = Path(dirpath).relative_to(root).as_posix()
         rel_dir = "" if rel_dir == "." else rel_dir + "/"
+        rules.enter(rel_dir)
         dirnames[:] = sorted(d for d in dirnames if d not in DEFAULT_IGNORES
-                             and not d.endswith(IGNORED_SUFFIXES) and not ignore(rel_dir + d, True))
+                             and not d.endswith(IGNORED_SUFFIXES) and not rules.ignored(rel_dir + d, True))
         for name in filenames:
             rel = rel_dir + name
-            if not name.endswith(IGNORED_SUFFIXES) and not ignore(rel, False):
+            if not name.endswith(IGNORED_SUFFIXES) and not rules.ignored(rel, False):
                 out.append(rel)
     return out
-
-
-def _root_gitignore(root: Path):
-    """A small matcher for the root .gitignore (plain and glob lines; no negation)."""
-    pats = []
-    try:
-        lines = (root / ".gitignore").read_text(errors="replace").splitlines()
-    except OSError:
-        lines = []
-    for line in lines:
-        line = line.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        dir_only = line.endswith("/")
-        line = line.strip("/")
-        pats.append((line, dir_only, "/" in line))
-
-    def ignored(rel: str, is_dir: bool) -> bool:
-        base = rel.rsplit("/", 1)[-1]
-        for pat, dir_only, anchored in pats:
-            if dir_only and not is_dir:
-                continue
-            if fnmatch.fnmatchcase(rel if anchored else base, pat):
-                return True
-        return False
-    return ignored
 
 
 class GlobError(ValueError):
