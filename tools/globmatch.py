@@ -7,6 +7,9 @@ the stars there. The glob is compiled to a Thompson NFA (Ken Thompson, "Regular 
 algorithm", CACM 1968) and run as a lazily built DFA (Russ Cox, "Regular Expression Matching Can Be
 Simple And Fast", 2007), so a match costs O(len(name)) dictionary steps once the DFA states it
 visits are built, and at most O(len(name) * len(glob)) the first time.
+
+Kept rather than fnmatch, pathspec or wcmatch, which all match through Python's backtracking
+regex: the agent's globs are untrusted input (a model may write any glob).
 """
 from __future__ import annotations
 
