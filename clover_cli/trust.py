@@ -12,7 +12,8 @@ under an advisory lock, so two processes never lose each other's decision. A cor
 unreadable list gives a clear warning and counts as empty (nothing is trusted); the next write
 keeps the corrupt file beside it as `trusted.json.corrupt-<time>`, so nothing the user had is lost.
 
-Only the standard library is imported here, so `clover --help` stays fast.
+Only the standard library and tools/statedir.py (itself standard library only) are imported here,
+so `clover --help` stays fast.
 """
 from __future__ import annotations
 
@@ -25,17 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from clover_cli.tools.statedir import config_home  # the one place XDG_CONFIG_HOME is read
+
 __all__ = ["TrustStore", "TrustDecision", "trust_path", "real_root", "config_home"]
 
 FORMAT_VERSION = 1
 MAX_TRUST_FILE_BYTES = 4 * 1024 * 1024
-
-
-def config_home() -> Path:
-    """`$XDG_CONFIG_HOME/clover` (default `~/.config/clover`; a relative value is ignored, as XDG says)."""
-    value = os.environ.get("XDG_CONFIG_HOME", "")
-    base = Path(value) if value and os.path.isabs(value) else Path.home() / ".config"
-    return base / "clover"
 
 
 def trust_path() -> Path:

@@ -2,13 +2,11 @@
 sensible ignores outside. Shared by list_files, grep and repo_map."""
 from __future__ import annotations
 
-import fnmatch
 import os
-import re
 import stat
-from functools import lru_cache
 from pathlib import Path
 
+from .gitignore import GitIgnores
 from .gitutil import git_run, is_git_repo
 from .paths import PRIVATE_DIR
 
@@ -74,106 +72,23 @@ def _git_files(root: Path, sub: Path) -> list[str]:
 
 
 def _walk_files(root: Path, sub: Path) -> list[str]:
-    ignore = _root_gitignore(root)
+    rules = GitIgnores(root)  # every .gitignore from the root down (tools/gitignore.py)
     out = []
     for dirpath, dirnames, filenames in os.walk(sub):
         rel_dir = Path(dirpath).relative_to(root).as_posix()
         rel_dir = "" if rel_dir == "." else rel_dir + "/"
+        rules.enter(rel_dir)
         dirnames[:] = sorted(d for d in dirnames if d not in DEFAULT_IGNORES
-                             and not d.endswith(IGNORED_SUFFIXES) and not ignore(rel_dir + d, True))
+                             and not d.endswith(IGNORED_SUFFIXES) and not rules.ignored(rel_dir + d, True))
         for name in filenames:
             rel = rel_dir + name
-            if not name.endswith(IGNORED_SUFFIXES) and not ignore(rel, False):
+            if not name.endswith(IGNORED_SUFFIXES) and not rules.ignored(rel, False):
                 out.append(rel)
     return out
 
 
-def _root_gitignore(root: Path):
-    """A small matcher for the root .gitignore (plain and glob lines; no negation)."""
-    pats = []
-    try:
-        lines = (root / ".gitignore").read_text(errors="replace").splitlines()
-    except OSError:
-        lines = []
-    for line in lines:
-        line = line.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        dir_only = line.endswith("/")
-        line = line.strip("/")
-        pats.append((line, dir_only, "/" in line))
-
-    def ignored(rel: str, is_dir: bool) -> bool:
-        base = rel.rsplit("/", 1)[-1]
-        for pat, dir_only, anchored in pats:
-            if dir_only and not is_dir:
-                continue
-            if fnmatch.fnmatchcase(rel if anchored else base, pat):
-                return True
-        return False
-    return ignored
-
-
 class GlobError(ValueError):
     """A glob that cannot be read (`[z-a].py`); str() is one line for the model."""
-
-
-@lru_cache(maxsize=256)
-def glob_regex(pattern: str) -> re.Pattern:
-    """Compile a glob: `*` stays within one path part, `**` crosses parts, `?`, `[...]` (`[!...]`
-    negates, a `]` right after the bracket is literal), `{a,b}` alternatives as in ripgrep.
-    GlobError when it cannot be compiled."""
-    try:
-        return re.compile(_glob_translate(pattern) + r"\Z")
-    except re.error as exc:
-        raise GlobError(f"invalid glob {pattern!r}: {exc.msg}") from None
-
-
-def _glob_translate(pattern: str) -> str:
-    i, out = 0, []
-    while i < len(pattern):
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif c == "*":
-            out.append("[^/]*")
-            i += 1
-        elif c == "?":
-            out.append("[^/]")
-            i += 1
-        elif c == "[":
-            first = i + 2 if pattern.startswith("!", i + 1) else i + 1
-            j = pattern.find("]", first + 1)  # a `]` at `first` is part of the class
-            if j == -1:
-                out.append(re.escape(c))
-                i += 1
-            else:
-                cls = pattern[first:j].replace("\\", "\\\\").replace("[", "\\[")
-                out.append(("[^" if first == i + 2 else "[") + cls + "]")
-                i = j + 1
-        elif c == "{" and "}" in pattern[i + 1:]:
-            j = pattern.index("}", i + 1)
-            alternatives = pattern[i + 1:j].split(",")
-            out.append("(?:" + "|".join(_glob_translate(a) for a in alternatives) + ")")
-            i = j + 1
-        else:
-            out.append(re.escape(c))
-            i += 1
-    return "".join(out)
-
-
-def glob_match(rel: str, pattern: str) -> bool:
-    """Match a repo-relative path; a pattern without '/' matches the file name at any depth."""
-    pattern = pattern.strip()
-    if pattern.startswith("./"):
-        pattern = pattern[2:]
-    if "/" not in pattern:
-        return bool(glob_regex(pattern).match(rel.rsplit("/", 1)[-1]))
-    return bool(glob_regex(pattern.lstrip("/")).match(rel))
 
 
 SUGGEST_MAX = 3

@@ -1,12 +1,15 @@
 """Glob matching without backtracking (docs/tools.md, "Globs").
 
-The glob language is files.glob_regex's (`*` within one path part, `**` across parts, `**/` zero or
+The glob language (`*` within one path part, `**` across parts, `**/` zero or
 more whole directories, `?`, `[...]` / `[!...]`, `{a,b}` as ripgrep reads them), but matching does
 not go through a backtracking regex: `*a*a*a...*b` against a long name takes time exponential in
 the stars there. The glob is compiled to a Thompson NFA (Ken Thompson, "Regular expression search
 algorithm", CACM 1968) and run as a lazily built DFA (Russ Cox, "Regular Expression Matching Can Be
 Simple And Fast", 2007), so a match costs O(len(name)) dictionary steps once the DFA states it
 visits are built, and at most O(len(name) * len(glob)) the first time.
+
+Kept rather than pathspec (a backtracking regex: seconds for one `*a*a*a*a*b`, measured in
+tools/gitignore.py) or fnmatch (no `**`, no `{a,b}`): the agent's globs are untrusted input.
 """
 from __future__ import annotations
 
@@ -178,7 +181,7 @@ def check_glob(glob: str) -> None:
 
 def glob_match(rel: str, pattern: str) -> bool:
     """Match a repo-relative path; a pattern without '/' matches the file name at any depth
-    (files.glob_match's rule)."""
+    (as gitignore and ripgrep read such a pattern)."""
     pattern = pattern.strip()
     if pattern.startswith("./"):
         pattern = pattern[2:]

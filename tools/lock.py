@@ -9,6 +9,10 @@ inside one process (a thread lock per root counts the nesting).
 
 A second process waits up to `CLOVER_LOCK_TIMEOUT` seconds (default 30) and then gets a clear
 LockTimeout naming the pid that holds the lock; a wait longer than a moment is reported back.
+
+Kept rather than `filelock` (not a dependency of ours): the flock itself is a few lines, and what
+we need around it (the holder's pid in the error, the wait reported to the model, one lock per
+real path) filelock does not give.
 """
 from __future__ import annotations
 

@@ -6,6 +6,8 @@ repository could ship it. Each repository gets one folder per kind, keyed by its
 
     $XDG_STATE_HOME/clover/repos/<name>-<hash>/   sessions, checkpoints, approvals, history
     $XDG_CACHE_HOME/clover/repos/<name>-<hash>/   rebuildable caches (the repo map)
+    $XDG_CONFIG_HOME/clover/                      the user's own files (config.toml, trusted.json,
+                                                  tui.json): config_home(), the one place it is resolved
 
 `<hash>` is the first 16 hex digits of sha256 of the resolved root, so two clones never share
 state and a symlinked path reaches the same folder as the real one. `<name>` is the root's base
@@ -21,7 +23,7 @@ import re
 import stat
 from pathlib import Path
 
-__all__ = ["state_home", "cache_home", "repo_key", "repo_state_dir", "repo_cache_dir",
+__all__ = ["config_home", "state_home", "cache_home", "repo_key", "repo_state_dir", "repo_cache_dir",
            "state_folder_problem"]
 
 
@@ -31,6 +33,12 @@ def _xdg(var: str, default: str) -> Path:
     if value and os.path.isabs(value):
         return Path(value)
     return Path.home() / default
+
+
+def config_home() -> Path:
+    """`$XDG_CONFIG_HOME/clover` (default `~/.config/clover`): the user's config, trust list and
+    TUI preferences; never anything a repository provides."""
+    return _xdg("XDG_CONFIG_HOME", ".config") / "clover"
 
 
 def state_home() -> Path:

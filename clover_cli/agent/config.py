@@ -16,6 +16,10 @@ DEFAULT_APPROVAL = "ask"
 APPROVAL_MODES = APPROVAL_ORDER[1:] + APPROVAL_ORDER[:1]  # as listed to users: ask ... read-only
 HEADLESS_APPROVAL_MODES = tuple(m for m in APPROVAL_MODES if m != "ask")  # nobody to ask in `clover run`
 
+# Model calls in one turn before it stops with reason "max_steps"; the one default that
+# `clover run`, `clover fix` and `clover swebench` show (commands/options.py's max_steps_option).
+DEFAULT_MAX_STEPS = 30
+
 
 @dataclass
 class AgentConfig:
@@ -29,7 +33,7 @@ class AgentConfig:
 
     root: Path
     approval: str = DEFAULT_APPROVAL
-    max_steps: int = 30
+    max_steps: int = DEFAULT_MAX_STEPS
     max_format_errors: int = 3
     shell_allow: tuple[str, ...] = ()
     protected_paths: tuple[str, ...] = ()

@@ -108,6 +108,13 @@ def repo_branch(root: Path) -> str | None:
         return None
 
 
+def config_file(name: str) -> Path:
+    """A file in the user's Clover config folder, `$XDG_CONFIG_HOME/clover` (tools/statedir.py
+    resolves it, for every layer); not created."""
+    from clover_cli.tools.statedir import config_home
+    return config_home() / name
+
+
 def state_file(root: Path, name: str) -> Path:
     """A file in Clover's per-repository state folder (outside the repository; docs/design.md,
     "Trust and state"). The folder is created; OSError if it cannot be."""

@@ -5,7 +5,7 @@ import sys
 
 import click
 
-from clover_cli.commands.options import cache_mb_option, command_line, model_option, root_option
+from clover_cli.commands.options import cache_mb_option, command_line, max_steps_option, model_option, root_option
 from clover_cli.termsafe import clean_line, clean_text, json_line
 
 
@@ -25,7 +25,7 @@ def _fail(message: str) -> None:
 @root_option()
 @cache_mb_option()
 @click.option("--attempts", default=3, show_default=True, type=int, help="Agent turns before giving up.")
-@click.option("--max-steps", default=30, show_default=True, type=int, help="Tool steps per agent turn.")
+@max_steps_option()
 @click.option("--max-new-tokens", default=None, type=int, help="Tokens per model call (default: the agent's).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the outcome.")
 @click.option("--allow-test-edits", is_flag=True, help="Let the agent change the test file(s), conftest.py and pytest config files.")

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import click
 
-from clover_cli.agent.config import APPROVAL_MODES
+from clover_cli.agent.config import APPROVAL_MODES, DEFAULT_MAX_STEPS
 from clover_cli.engine.config import DEFAULT_THRESHOLD
 
 MODEL_HELP = ("Model spec: tiny, a checkpoint dir, hf:ORG/NAME, smollm2, openai:URL#MODEL, replay:FILE "
@@ -93,6 +93,12 @@ def cache_mb_option(help: str = "MiB kept for earlier requests' caches, so a pro
                     ) -> Callable:
     """--cache-mb N (checked once, by the settings loader)."""
     return _shared("--cache-mb", field="cache_mb", type=click.FloatRange(min=0), metavar="MIB", help=help)
+
+
+def max_steps_option() -> Callable:
+    """--max-steps N: model calls per agent turn (one default, clover_cli/agent/config.py's)."""
+    return click.option("--max-steps", type=click.IntRange(1), default=DEFAULT_MAX_STEPS, show_default=True,
+                        metavar="N", help="Model calls per agent turn before it stops.")
 
 
 def session_options(continue_help: str = "Resume the last session in this repository.") -> Callable:

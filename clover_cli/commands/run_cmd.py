@@ -15,8 +15,8 @@ import sys
 import click
 
 from clover_cli.agent.config import HEADLESS_APPROVAL_MODES
-from clover_cli.commands.options import (approval_option, cache_mb_option, command_line, model_option,
-                                         root_option, session_options, threshold_option)
+from clover_cli.commands.options import (approval_option, cache_mb_option, command_line, max_steps_option,
+                                         model_option, root_option, session_options, threshold_option)
 from clover_cli.termsafe import StreamCleaner, clean_line, clean_text, json_line, utf8_safe
 
 
@@ -32,7 +32,7 @@ def _fail_args(message: str) -> None:
 @approval_option(HEADLESS_APPROVAL_MODES,
                  help="auto-edit (default, unless the config file says otherwise): edits apply, shell only via "
                       "--shell-allow; yolo: all; read-only: no writes.")
-@click.option("--max-steps", type=click.IntRange(1), default=30, show_default=True, help="Model steps before stopping.")
+@max_steps_option()
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line per event.")
 @click.option("--shell-allow", "shell_allow", multiple=True, metavar="PREFIX",
               help="Shell command prefix allowed without asking (repeatable), e.g. 'pytest'.")

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from clover_cli.commands.options import cache_mb_option, command_line, model_option
+from clover_cli.commands.options import cache_mb_option, command_line, max_steps_option, model_option
 
 EVAL_CHOICE = click.Choice(["local", "docker", "none"])
 
@@ -57,7 +57,7 @@ def _eval_options(f):
 @click.option("--evaluate", "evaluate", type=EVAL_CHOICE, default="none", is_flag=False,
               flag_value="local", show_default=True,
               help="After generating: grade locally (--evaluate alone = local), with the official docker harness, or not.")
-@click.option("--max-steps", default=30, show_default=True, type=int, help="Tool steps per instance.")
+@max_steps_option()
 @click.option("--max-new-tokens", default=None, type=int, help="Tokens per model call (default: the agent's).")
 @click.option("--model-name", default=None, help="model_name_or_path in the predictions (default: clover/<model>).")
 @_eval_options

@@ -1,20 +1,15 @@
-"""`/copy`: what to copy (the last answer, or its Nth code block) and the OSC 52 sequence.
+"""`/copy`: what to copy (the last answer, or its Nth code block).
 
+The app sends it with Textual's `App.copy_to_clipboard`, an OSC 52 sequence.
 OSC 52 (`ESC ] 52 ; c ; BASE64 BEL`) asks the terminal to put text on the system clipboard; it
 works over SSH and in tmux (with `set-clipboard on|external`), and terminals that do not support it
 ignore it, so the text is also written to a file whose path the notice gives (the fallback).
 """
 from __future__ import annotations
 
-import base64
 import re
 
 FENCE = re.compile(r"^(```+|~~~+)[^\n]*\n(.*?)^\1[ \t]*$", re.S | re.M)
-
-
-def osc52(text: str) -> str:
-    """The escape sequence that puts `text` on the clipboard."""
-    return "\x1b]52;c;" + base64.b64encode(text.encode("utf-8")).decode("ascii") + "\a"
 
 
 def code_blocks(markdown: str) -> list[str]:

@@ -2,9 +2,13 @@
 
 The candidate list is the tools' own view of the repository (`agent.interface.repo_files`: in git,
 `git ls-files` plus untracked files that are not ignored; outside git a walk that honours the
-root .gitignore). A query matches a path when its characters appear in order; the score favours
+.gitignore files). A query matches a path when its characters appear in order; the score favours
 matches in the file name, at the start of a path segment and in runs, the idea popularised by
 fzf (github.com/junegunn/fzf) and editors' "go to file" pickers.
+
+Kept rather than Textual's `fuzzy.Matcher` (made for the command palette): that one does not
+know paths, so `agentconfig` ranks `agent/mcp/config.py` above `agent/config.py`; both take about
+30 ms over 20,000 paths.
 """
 from __future__ import annotations
 

@@ -15,9 +15,8 @@ THEME_ALIASES = {"dark": "textual-dark", "light": "textual-light"}
 
 
 def prefs_path() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME", "")
-    home = Path(base) if base and os.path.isabs(base) else Path.home() / ".config"
-    return home / "clover" / "tui.json"
+    from clover_cli.agent.interface import config_file
+    return config_file("tui.json")
 
 
 def load_prefs() -> dict:

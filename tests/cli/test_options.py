@@ -171,3 +171,22 @@ def test_cache_mb_reaches_the_engine(tmp_path, monkeypatch):
         assert result.exit_code == 0, result.output
         assert seen[-1] == want
     assert _clover("run", "hi", "--model", script, "--cache-mb", "-1").exit_code == 2
+
+
+def test_max_steps_has_one_default_and_one_help_text():
+    """`clover run`, `fix` and `swebench` show clover_cli/agent/config.py's default, as AgentConfig
+    uses it, with one help text; 0 is refused by click before any work."""
+    from pathlib import Path
+
+    from clover_cli.agent.config import DEFAULT_MAX_STEPS, AgentConfig
+
+    import click
+
+    ctx = click.Context(cli)
+    options = [next(p for p in cli.get_command(ctx, name).params if p.name == "max_steps")
+               for name in ("run", "fix", "swebench")]
+    assert {o.default for o in options} == {DEFAULT_MAX_STEPS} == {AgentConfig(root=Path(".")).max_steps}
+    assert len({o.help for o in options}) == 1
+    for name in ("run", "fix", "swebench"):
+        res = CliRunner().invoke(cli, [name, "--max-steps", "0", "x"])
+        assert res.exit_code == 2 and "--max-steps" in res.output, res.output

@@ -34,3 +34,24 @@ def test_relative_xdg_value_is_ignored(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", "relative/dir")
     monkeypatch.setenv("HOME", str(tmp_path))
     assert repo_state_dir(tmp_path / "r", create=False).is_relative_to(tmp_path / ".local" / "state")
+
+
+def test_every_user_file_is_under_the_one_config_home(tmp_path, monkeypatch):
+    """The trust list, the config file (settings loader and MCP) and the TUI's prefs all live in
+    statedir.config_home(); a relative XDG_CONFIG_HOME is ignored for all of them, as XDG says."""
+    from clover_cli.agent.mcp.config import user_config_path as mcp_config
+    from clover_cli.config import user_config_path
+    from clover_cli.tools.statedir import config_home
+    from clover_cli.trust import trust_path
+    from clover_cli.tui.prefs import prefs_path
+
+    def paths():
+        return [trust_path(), user_config_path(), mcp_config(), prefs_path()]
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert config_home() == tmp_path / "xdg" / "clover"
+    assert paths() == [config_home() / n for n in ("trusted.json", "config.toml", "config.toml", "tui.json")]
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", "relative/xdg")
+    assert config_home() == tmp_path / "home" / ".config" / "clover"
+    assert all(p.parent == config_home() for p in paths())

@@ -214,7 +214,7 @@ def test_grep_suggestions_follow_case_spacing_and_the_searched_files(git_repo, m
 def test_globs_braces_literal_brackets_and_clear_errors(git_repo):
     """`{a,b}` alternatives (as ripgrep reads them), a literal `]` first in a class, and a glob
     that cannot be compiled is a one-line error naming it, not an internal failure."""
-    from clover_cli.tools.files import glob_match
+    from clover_cli.tools.globmatch import glob_match
 
     assert glob_match("src/a.py", "*.{py,txt}") and glob_match("notes.txt", "*.{py,txt}")
     assert not glob_match("a.md", "*.{py,txt}")

@@ -45,7 +45,7 @@ def repo(tmp_path: Path) -> Path:
 @pytest.fixture(autouse=True)
 def _no_approval_guard(monkeypatch: pytest.MonkeyPatch) -> None:
     """Pilot tests answer a dialog the moment it shows; the guard window against stray keys
-    (ApprovalDialog.GUARD_SECONDS) has its own test in test_tui_daily.py."""
+    (ApprovalDialog.GUARD_SECONDS) has its own test in test_tui_focus_escape_approval.py."""
     from clover_cli.tui.screens.approval import ApprovalDialog
 
     monkeypatch.setattr(ApprovalDialog, "GUARD_SECONDS", 0.0)

@@ -27,8 +27,7 @@ class EngineBackend(ModelBackend):
     def __init__(self, spec: str, threshold: float = DEFAULT_THRESHOLD, device: str | None = None,
                  dtype: Any = None, lm: Any = None, repetition_penalty: float = 1.05,
                  progressive_ending: bool = True, temperature: float = 0.0, top_p: float = 1.0,
-                 seed: int | None = None, denoise_events: bool = True, cache_mb: float | None = None,
-                 **_: object) -> None:
+                 seed: int | None = None, denoise_events: bool = True, cache_mb: float | None = None) -> None:
         super().__init__(threshold)
         from clover_cli.engine.engine import Engine
         from clover_cli.engine.loader import ModelLoadError, load_model

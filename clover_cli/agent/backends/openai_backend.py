@@ -58,7 +58,7 @@ class OpenAIBackend(ModelBackend):
     def __init__(self, base_url: str, model: str, threshold: float = DEFAULT_THRESHOLD, api_key: str | None = None,
                  api_key_env: str | None = None, timeout: float = 120.0, retries: int = 3,
                  backoff: float = 1.0, context_window: int | None = None, temperature: float | None = None,
-                 probe: bool = True, **_: object) -> None:
+                 probe: bool = True) -> None:
         super().__init__(threshold)
         parts = urllib.parse.urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:

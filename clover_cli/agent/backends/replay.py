@@ -26,7 +26,7 @@ class ReplayBackend(ModelBackend):
     """Returns scripted completions one per call."""
 
     def __init__(self, path: str | Path, threshold: float = DEFAULT_THRESHOLD, chunk_chars: int | None = None,
-                 delay: float | None = None, context_window: int = 32768, **_: object) -> None:
+                 delay: float | None = None, context_window: int = 32768) -> None:
         super().__init__(threshold)
         self.path = Path(path)
         try:

@@ -14,7 +14,6 @@ Standard library only; a bad entry is a one-line McpConfigError naming the file 
 """
 from __future__ import annotations
 
-import os
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -46,9 +45,9 @@ class ServerSpec:
 
 
 def user_config_path() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME", "")
-    home = Path(base) if base and os.path.isabs(base) else Path.home() / ".config"
-    return home / "clover" / "config.toml"
+    """The user's config.toml (tools/statedir.py resolves the folder)."""
+    from clover_cli.tools.statedir import config_home
+    return config_home() / "config.toml"
 
 
 def load_servers(path: Path | None = None) -> dict[str, ServerSpec]:
