@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, TextIO
 
+from clover_cli.agent.config import DEFAULT_MAX_STEPS
 from clover_cli.modes.evidence import check_cases, junit_arg, read_junit
 from clover_cli.modes.gitsnap import diff_trees, snapshot_tree
 from clover_cli.modes.headless import TurnRecord, drive_turn
@@ -33,7 +34,7 @@ class FixOptions:
     root: Path
     test_cmd: str | None = None  # template with {test}; None: project config, then the default
     attempts: int = 3
-    max_steps: int = 30
+    max_steps: int = DEFAULT_MAX_STEPS
     allow_test_edits: bool = False
     test_timeout: float = 900.0
     output_chars: int = 6000  # failure output given to the agent (head + tail)

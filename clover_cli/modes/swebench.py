@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from clover_cli.agent.config import DEFAULT_MAX_STEPS
 from clover_cli.modes.evalbatch import EVAL_MODES, cached_evaluation
 from clover_cli.modes.evaluate import EvalOptions
 from clover_cli.modes.headless import BackendProvider, drive_turn
@@ -46,7 +47,7 @@ class BatchOptions:
     instance_ids: tuple[str, ...] = ()
     redo: bool = False
     evaluate: str = "none"  # "local" | "docker" | "none" (True/False: local/none)
-    max_steps: int = 30
+    max_steps: int = DEFAULT_MAX_STEPS
     test_cmd: str | None = None  # evaluation command template ({tests} / {test})
     keep_worktrees: bool = False
     model_name: str | None = None
