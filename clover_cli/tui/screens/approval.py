@@ -61,9 +61,13 @@ class ApprovalDialog(Vertical):
         self.focus_default()
 
     def focus_default(self) -> None:
-        """Focus the feedback box when it is open, else the Yes button."""
-        box = self.query_one("#approval-feedback", Input)
-        (box if box.display else self.query_one("#yes", Button)).focus(scroll_visible=False)
+        """Focus the feedback box when it is open, else the Yes button (nothing once the dialog
+        is being removed: a refocus queued before an answer or Ctrl+C may run after it)."""
+        boxes, yes = self.query("#approval-feedback").results(Input), self.query("#yes").results(Button)
+        box, button = next(boxes, None), next(yes, None)
+        if not self.is_attached or box is None or button is None:
+            return
+        (box if box.display else button).focus(scroll_visible=False)
 
     @property
     def asking_feedback(self) -> bool:

@@ -51,6 +51,8 @@ class FocusKeeper:
             return
         if self.approval is not None:
             dialog = self.approval[1]
+            if not dialog.is_attached:
+                return
             if self.focused is None or dialog not in self.focused.ancestors_with_self:
                 dialog.focus_default()
         elif self.focused is not self.prompt:
@@ -63,6 +65,8 @@ class FocusKeeper:
             return
         if self.approval is not None:
             dialog = self.approval[1]
+            if not dialog.is_attached:
+                return
             if self.focused is None or dialog not in self.focused.ancestors_with_self:
                 event.stop()
                 dialog.focus_default()
