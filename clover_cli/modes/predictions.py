@@ -10,12 +10,14 @@ import json
 import threading
 from pathlib import Path
 
+from clover_cli.termsafe import utf8_safe
 from clover_cli.tools.textio import atomic_write
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Replace `path` with `text` atomically (a reader never sees half a file)."""
-    atomic_write(Path(path), text.encode("utf-8"))
+    """Replace `path` with `text` atomically (a reader never sees half a file); a lone surrogate
+    (a model's or server's broken text in a patch or report) is written as U+FFFD."""
+    atomic_write(Path(path), utf8_safe(text).encode("utf-8"))
 
 
 class PredictionsFile:

@@ -61,3 +61,17 @@ def test_prompt_history_stores_a_prompt_with_lone_surrogates(tmp_path):
     history.add(f"fix {LONE} this")
     history.add("next")
     assert PromptHistory(path).entries == ["fix \ufffd this", "next"]
+
+
+def test_predictions_and_reports_write_lone_surrogates_as_replacement_characters(tmp_path):
+    """swebench's preds.jsonl and report are written as UTF-8 whatever the model's patch holds."""
+    import json as _json
+
+    from clover_cli.modes.predictions import PredictionsFile, write_atomic
+
+    preds = PredictionsFile(tmp_path / "preds.jsonl")
+    preds.put("i-1", "clover/m", "+x = '\ud800'\n")
+    row = _json.loads((tmp_path / "preds.jsonl").read_text(encoding="utf-8"))
+    assert row["model_patch"] == "+x = '\ufffd'\n"
+    write_atomic(tmp_path / "report.json", '{"note": "\udfff"}')
+    assert (tmp_path / "report.json").read_text(encoding="utf-8") == '{"note": "\ufffd"}'
