@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import weakref
 from dataclasses import dataclass
@@ -231,6 +232,18 @@ def _hide(path: str, argv: list[str]) -> None:
         argv += ["--ro-bind", "/dev/null", path]
 
 
+def _interpreter_in_tmp(real: str) -> list[str]:
+    """The interpreter's prefixes and the active virtual environment that lie under /tmp (and
+    outside the repository): the private /tmp would hide the Python that runs the repository's
+    tests (`clover fix`), so they are bound back read-only."""
+    found: list[str] = []
+    for path in (sys.prefix, sys.base_prefix, os.environ.get("VIRTUAL_ENV", "")):
+        if (path and os.path.isdir(path) and _inside(path, "/tmp") and not _inside(path, real)
+                and not any(_inside(path, f) for f in found)):
+            found.append(path)
+    return found
+
+
 def _home() -> str | None:
     home = os.path.realpath(os.path.expanduser("~"))
     return home if home != "/" and os.path.isdir(home) else None
@@ -324,6 +337,8 @@ def bwrap_argv(root: Path | str, profile: str, command: list[str],
         if path in above or (_inside(path, "/tmp") and not _inside(path, real)):
             continue  # hidden already (the private /tmp covers it)
         _hide(path, argv)
+    for path in _interpreter_in_tmp(real):  # a venv under /tmp (a CI clone) stays runnable
+        argv += ["--ro-bind", os.path.realpath(path), path]
     for path in writable:
         argv += ["--bind", _real(path), _real(path)]
     argv += ["--chdir", real, "--"]

@@ -238,3 +238,22 @@ def test_a_repository_created_inside_the_sandbox_is_moved_aside(plain_dir):
     assert not is_git_repo(plain_dir) and not marker.exists()
     plain = sh(plain_dir, "echo fine", "workspace")
     assert "moved" not in plain.output
+
+
+@needs_bwrap
+@pytest.mark.parametrize("profile", ["read-only", "workspace"])
+def test_a_virtual_environment_under_tmp_stays_runnable(git_repo, tmp_path, monkeypatch, profile):
+    """The private /tmp hides everything under the host's /tmp, but not the active virtual
+    environment (a CI clone's .venv under /tmp runs the repository's tests in `clover fix`)."""
+    venv = tmp_path / "elsewhere" / ".venv"
+    (venv / "bin").mkdir(parents=True)
+    tool = venv / "bin" / "hello"
+    tool.write_text("#!/bin/sh\necho from-the-venv\n")
+    tool.chmod(0o755)
+    (tmp_path / "elsewhere" / "other.txt").write_text("not for the sandbox\n")
+    monkeypatch.setenv("VIRTUAL_ENV", str(venv))
+    out = sh(git_repo, f"{tool}; cat {tmp_path / 'elsewhere' / 'other.txt'}", profile)
+    assert "from-the-venv" in out.output
+    assert "not for the sandbox" not in out.output  # only the environment comes back, read-only
+    assert not sh(git_repo, f"touch {venv}/bin/planted", profile).ok or not (venv / "bin" / "planted").exists()
+    assert not (venv / "bin" / "planted").exists()
