@@ -247,3 +247,35 @@ def test_length_errors_of_each_server_are_recognised():
     assert refuses_tools(400, "tools param requires --jinja flag")
     assert refuses_tools(400, '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set')
     assert not refuses_tools(400, "model not found")
+
+
+def test_tool_names_outside_openais_pattern_go_over_the_wire_mapped_and_come_back():
+    """MCP tools are named `server.tool`; OpenAI's API takes only ^[a-zA-Z0-9_-]{1,64}$ and
+    answers 400. The request carries safe, distinct names (schemas and history alike), the
+    server's call comes back under the tool's own name, and a server that repeats the function
+    name in every streamed chunk (llama-cpp-python) gets it once."""
+    import re
+
+    from clover_cli.agent.backends.openai_wire import wire_names
+
+    def schema(name):
+        return {"type": "function", "function": {"name": name, "description": "d",
+                                                  "parameters": {"type": "object", "properties": {}}}}
+
+    tools = [schema("time.get_current_time"), schema("time_get_current_time"), schema("grep"),
+             schema("git/status:" + "x" * 80)]
+    history = USER + [{"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "time.get_current_time", "arguments": {}}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "12:00"}]
+    wire = wire_names([t["function"]["name"] for t in tools])
+    repeated = sse_tool_call("c2", wire["time.get_current_time"], ['{"tz"', ': "UTC"}'])
+    for chunk in repeated[1:-1]:  # the name again in every argument chunk
+        chunk["choices"][0]["delta"]["tool_calls"][0]["function"]["name"] = wire["time.get_current_time"]
+    with ScriptedServer([repeated]) as srv:
+        _, done = _drain(make_backend(f"openai:{srv.base_url}#m"), history, tools)
+        body = srv.requests[-1]["body"]
+    sent = [t["function"]["name"] for t in body["tools"]]
+    assert all(re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", n) for n in sent) and len(set(sent)) == 4
+    assert sent[1] == "time_get_current_time" and sent[2] == "grep"  # valid names are kept as they are
+    assert body["messages"][1]["tool_calls"][0]["function"]["name"] == sent[0]
+    assert [(c.name, c.arguments) for c in done.tool_calls] == [("time.get_current_time", '{"tz": "UTC"}')]

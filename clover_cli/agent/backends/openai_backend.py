@@ -18,6 +18,7 @@ timeouts, auth. Our own policy stays on top of it (docs/agent.md):
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -31,8 +32,8 @@ from clover_cli.agent.backends.openai_stream import (EOF_ITEM, STOPPED, Assemble
                                                      parse_json_completion)
 from clover_cli.agent.backends.openai_wire import (cut_off_as_text, error_detail, is_context_overflow,
                                                    refuses_tools, snippet, template_drops_tools,
-                                                   to_openai_messages, window_from_models,
-                                                   window_from_props, window_in_message)
+                                                   to_openai_messages, tool_names, window_from_models,
+                                                   window_from_props, window_in_message, wire_names)
 from clover_cli.agent.backends.recoverable import ContextOverflowError, StreamFeedbackError
 from clover_cli.agent.events import BlockText, Notice
 from clover_cli.engine.config import DEFAULT_THRESHOLD
@@ -141,11 +142,16 @@ class OpenAIBackend(ModelBackend):
         if self.text_tools and tools:
             from clover_cli.agent.render import flatten
             messages, tools = flatten(messages, tools), []
-        body: dict[str, Any] = {"model": self.model, "messages": to_openai_messages(messages),
+        names = wire_names(tool_names(messages, tools))
+        self._names_back = {wire: name for name, wire in names.items()}
+        body: dict[str, Any] = {"model": self.model, "messages": to_openai_messages(messages, names),
                                 "stream": True, "stream_options": {"include_usage": True},
                                 "max_tokens": max_new_tokens}
         if tools:
-            body["tools"] = tools
+            body["tools"] = [{**t, "function": {**t["function"], "name": names.get(t["function"]["name"],
+                                                                                  t["function"]["name"])}}
+                             if isinstance(t, dict) and isinstance(t.get("function"), dict) else t
+                             for t in tools]
         if self.temperature is not None:
             body["temperature"] = self.temperature
         return body
@@ -344,6 +350,8 @@ class OpenAIBackend(ModelBackend):
                                            "Your answer above is incomplete; continue from where it stopped.")
 
     def _completion(self, text: str, finish: str, native: tuple, calls: list[dict], stats: dict) -> Completion:
+        back = getattr(self, "_names_back", {})  # the server names tools by their wire names
+        native = tuple(dataclasses.replace(c, name=back.get(c.name, c.name)) for c in native)
         if finish == "length" and native and not _all_json(native):
             return Completion(cut_off_as_text(text, calls), finish, (), stats)
         return Completion(text, finish, tool_calls=native, stats=stats)

@@ -104,7 +104,9 @@ class Assembler:
                                              {"id": "", "name": "", "arguments": ""})
                 fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
                 slot["id"] = tc.get("id") or slot["id"]
-                slot["name"] += fn.get("name") or ""
+                name = fn.get("name") or ""
+                if name != slot["name"]:  # llama-cpp-python repeats the whole name in every chunk
+                    slot["name"] += name
                 slot["arguments"] += fn.get("arguments") or ""
             self.chunks += 1
             if choice.get("finish_reason"):

@@ -12,9 +12,44 @@ from typing import Any
 from clover_cli.agent.parsing import has_open_call, parse_tool_calls, split_thinking
 
 
-def to_openai_messages(messages: list[dict]) -> list[dict]:
+_UNSAFE_NAME = re.compile(r"[^a-zA-Z0-9_-]")
+_SAFE_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def wire_names(names: list[str]) -> dict[str, str]:
+    """Each tool name -> the name sent to the server: OpenAI's API takes only
+    `^[a-zA-Z0-9_-]{1,64}$`, and MCP tools are named `server.tool`. A name that fits is sent as
+    it is; any other gets its other characters as `_`, cut to 64, and a `_N` suffix when that
+    name is taken, so two tools never share a wire name (the map is one-to-one)."""
+    out: dict[str, str] = {}
+    used: set[str] = set()
+    for name in [n for n in names if _SAFE_NAME.match(n)] + [n for n in names if not _SAFE_NAME.match(n)]:
+        if name in out:
+            continue
+        base = _UNSAFE_NAME.sub("_", name)[:64] or "tool"
+        candidate, n = base, 2
+        while candidate in used:
+            suffix = f"_{n}"
+            candidate, n = base[:64 - len(suffix)] + suffix, n + 1
+        out[name] = candidate
+        used.add(candidate)
+    return out
+
+
+def tool_names(messages: list[dict], tools: list[dict]) -> list[str]:
+    """Every tool name a request carries: its schemas' and its history's calls'."""
+    names = [str((t.get("function") or {}).get("name", "")) for t in tools if isinstance(t, dict)]
+    for m in messages:
+        for tc in m.get("tool_calls") or []:
+            names.append(str(tc["function"]["name"]))
+    return [n for n in names if n]
+
+
+def to_openai_messages(messages: list[dict], names: dict[str, str] | None = None) -> list[dict]:
     """Canonical messages -> the chat-completions wire format (arguments as JSON strings; call
-    markup the model wrote as text is sent as native tool_calls so every server accepts it)."""
+    markup the model wrote as text is sent as native tool_calls so every server accepts it;
+    `names`: wire_names of the request's tools)."""
+    names = names or {}
     out = []
     for m in messages:
         role = m.get("role")
@@ -25,7 +60,8 @@ def to_openai_messages(messages: list[dict]) -> list[dict]:
                 if has_open_call(content):
                     content = parse_tool_calls(content).text
                 msg["tool_calls"] = [{"id": tc["id"], "type": "function",
-                                      "function": {"name": tc["function"]["name"],
+                                      "function": {"name": names.get(tc["function"]["name"],
+                                                                     tc["function"]["name"]),
                                                    "arguments": args_json(tc["function"].get("arguments"))}}
                                      for tc in m["tool_calls"]]
             msg["content"] = content or None
