@@ -6,10 +6,8 @@ tokenizer_config.json, special_tokens_map.json and the chat template files as tr
 does and gives the same ids, offsets, text and special-token sets for the calls Clover makes
 (docs/engine.md, "Tokenizer"). A directory using something this class does not reproduce
 (truncation or padding baked into tokenizer.json, added_tokens.json, a Mistral regex fix, ...)
-raises UnsupportedTokenizer, and the loader uses transformers instead.
-
-Kept rather than transformers' own class for startup: importing transformers costs ~0.8 s, and
-with this class (and the native models) loading `tiny` imports none of it.
+raises UnsupportedTokenizer, and the loader uses transformers instead. Kept over transformers'
+class for startup: its import costs ~0.8 s, and loading `tiny` imports none of it.
 """
 from __future__ import annotations
 

@@ -111,6 +111,7 @@ def test_a_growing_conversation_prefills_only_what_it_added(models):
     cfg = GenerationConfig(max_new_tokens=20, threshold=0.9)
     warm, cold = Engine(lm), Engine(lm, cache_mb=0)
     prompt = _ids(30, seed=1)
+    appended = 0  # tokens the previous step added (its answer and a tool result)
     for step in range(5):
         got, ref = warm.generate(prompt, cfg), cold.generate(prompt, cfg)
         assert got.token_ids == ref.token_ids

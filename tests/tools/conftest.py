@@ -53,3 +53,15 @@ def snapshot(root: Path) -> dict[str, bytes]:
             continue
         out[rel] = p.read_bytes()
     return out
+
+
+@pytest.fixture
+def fresh_sandbox(monkeypatch):
+    """The sandbox as the machine gives it (CLOVER_SANDBOX unset), probed anew for the test and
+    after it (the probe is cached per process)."""
+    from clover_cli.tools import sandbox
+
+    monkeypatch.delenv("CLOVER_SANDBOX", raising=False)
+    sandbox.reset_probe()
+    yield
+    sandbox.reset_probe()

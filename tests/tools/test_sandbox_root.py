@@ -18,11 +18,8 @@ pytestmark = pytest.mark.skipif(not sandbox.status().available,
 
 
 @pytest.fixture(autouse=True)
-def _fresh_probe(monkeypatch):
-    monkeypatch.delenv("CLOVER_SANDBOX", raising=False)
-    sandbox.reset_probe()
-    yield
-    sandbox.reset_probe()
+def _fresh_probe(fresh_sandbox):
+    pass
 
 
 @pytest.fixture

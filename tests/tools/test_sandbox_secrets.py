@@ -20,12 +20,8 @@ KEY = "sk-test-4f8a1c9e2b7d"
 
 
 @pytest.fixture(autouse=True)
-def _fresh(monkeypatch):
-    monkeypatch.delenv("CLOVER_SANDBOX", raising=False)
+def _fresh(fresh_sandbox, monkeypatch):
     monkeypatch.setattr(sandbox_env, "_key_envs", {sandbox_env.DEFAULT_KEY_ENV})
-    sandbox.reset_probe()
-    yield
-    sandbox.reset_probe()
 
 
 @pytest.fixture

@@ -20,11 +20,8 @@ from .conftest import git
 
 
 @pytest.fixture(autouse=True)
-def _fresh_probe(monkeypatch):
-    monkeypatch.delenv("CLOVER_SANDBOX", raising=False)
-    sandbox.reset_probe()
-    yield
-    sandbox.reset_probe()
+def _fresh_probe(fresh_sandbox):
+    pass
 
 
 needs_bwrap = pytest.mark.skipif(not sandbox.status().available,
