@@ -184,8 +184,21 @@ def _pick_existing(root: Path, names: list[str | None]) -> str | None:
 
 def plan_patch(root: Path, patch: str) -> Plan:
     """Compute every file's new content; raises PatchError (nothing is written here)."""
-    import unidiff  # imported lazily: only patches need it
     root = Path(root).resolve()
+    patchset, numbered = _parse(patch)
+    planner = _Planner(root)
+    flags = iter(numbered)
+    for pf in patchset:
+        hunks = list(pf)
+        planner.file(pf, hunks, [next(flags, True) for _ in hunks])
+    return planner.plan()
+
+
+def _parse(patch: str):
+    """The patch as a unidiff PatchSet, and per hunk whether its @@ header carried line counts
+    (fix_hunk_counts); a one-line PatchError for what cannot be parsed or holds no file."""
+    import unidiff  # imported lazily: only patches need it
+
     numbered: list[bool] = []
     try:
         patchset = unidiff.PatchSet(fix_hunk_counts(unwrap(patch), numbered))
@@ -196,38 +209,41 @@ def plan_patch(root: Path, patch: str) -> Plan:
     if not len(patchset):
         raise PatchError("the patch contains no file changes (expected `--- a/PATH`, `+++ b/PATH` "
                          "and `@@` hunks). Nothing was changed.")
-    state: dict[str, bytes | None] = {}
-    original: dict[str, bytes | None] = {}
-    modes: dict[str, int | None] = {}
-    plan = Plan()
-    summary = []
     if sum(len(pf) for pf in patchset) != len(numbered):
         numbered = []  # cannot pair flags with hunks: treat every header as numbered
-    flags = iter(numbered)
+    return patchset, numbered
 
-    def hunks_of(pf) -> tuple[list, list[bool]]:
-        hunks = list(pf)
-        return hunks, [next(flags, True) for _ in hunks]
 
-    def current(rel: str) -> bytes | None:
-        if rel not in state:
-            full = root / rel
-            state[rel] = full.read_bytes() if full.is_file() else None
-            original[rel] = state[rel]
-            modes[rel] = stat.S_IMODE(full.stat().st_mode) if full.is_file() else None
-        return state[rel]
+class _Planner:
+    """The files a patch touches, as they would be after it: read once, changed in memory."""
 
-    def safe(name: str, link_itself: bool = False) -> str:
+    def __init__(self, root: Path):
+        self.root = root
+        self.state: dict[str, bytes | None] = {}  # repo-relative path -> new content (None: gone)
+        self.original: dict[str, bytes | None] = {}
+        self.modes: dict[str, int | None] = {}
+        self.links: dict[str, str] = {}  # path -> link text, for symlinks created by renames
+        self.summary: list[str] = []
+        self.notes: list[str] = []
+
+    def current(self, rel: str) -> bytes | None:
+        if rel not in self.state:
+            full = self.root / rel
+            self.state[rel] = full.read_bytes() if full.is_file() else None
+            self.original[rel] = self.state[rel]
+            self.modes[rel] = stat.S_IMODE(full.stat().st_mode) if full.is_file() else None
+        return self.state[rel]
+
+    def safe(self, name: str, link_itself: bool = False) -> str:
         """Repo-relative path; with link_itself a symlink names the link, not its target."""
         resolve = resolve_link_in_root if link_itself else resolve_in_root
         try:
-            return relpath(root, resolve(root, name, for_write=True))
+            return relpath(self.root, resolve(self.root, name, for_write=True))
         except PathError as exc:
             raise PatchError(f"{exc}. Nothing was changed.") from None
 
-    links: dict[str, str] = {}  # repo-relative path -> link text, for symlinks created by renames
-
-    for pf in patchset:
+    def file(self, pf, hunks: list, flags: list[bool]) -> None:
+        """One file's part of the patch."""
         src, dst = _names(pf)
         info = "".join(str(x) for x in pf.patch_info) if pf.patch_info else ""
         mode = MODE_LINE.search(info)
@@ -236,68 +252,83 @@ def plan_patch(root: Path, patch: str) -> Plan:
             what = "a symlink" if raw_mode & 0o170000 == S_IFLNK else "a submodule"
             raise PatchError(f"{dst or src} would become {what} (mode {mode.group(1)}); patches "
                              "may only create and change regular files. Nothing was changed.")
-        hunks, hunk_flags = hunks_of(pf)
         if pf.is_binary_file:
             raise PatchError(f"binary patch for {dst or src} is not supported. Nothing was changed.")
         # added or deleted only by a /dev/null name (git's new/deleted file headers give one);
         # unidiff also guesses from a lone `@@ -0,0` / `+0,0` hunk, but that is how a patch fills
         # an empty file or empties one that stays
         if src is None and dst:
-            rel = safe(dst)
-            if current(rel) is not None:
-                raise PatchError(f"{rel} already exists; the patch creates it as a new file. "
-                                 "Use a modification hunk instead. Nothing was changed.")
-            new, notes = apply_hunks(rel, None, hunks, hunk_flags)
-            state[rel] = new
-            modes[rel] = 0o755 if raw_mode is not None and raw_mode & 0o111 else 0o644
-            summary.append(f"created {rel}")
+            self._create(dst, hunks, flags, raw_mode)
         elif dst is None and src:
-            rel = safe(_pick_existing(root, [src]), link_itself=True)
-            data = current(rel)
-            if data is None:
-                raise PatchError(f"{rel} does not exist, so it cannot be deleted. Nothing was changed.")
-            if len(pf) and not is_binary(data):
-                _check_deleted_content(root / rel, rel, data, hunks)
-            state[rel] = None
-            summary.append(f"deleted {rel}")
-            notes = []
+            self._delete(src, pf, hunks)
         else:
-            if "rename from " in info:
-                src_rel, dst_rel = safe(src, link_itself=True), safe(dst)
-                if (root / src_rel).is_symlink():  # rename the link itself, keeping its text
-                    if len(pf):
-                        raise PatchError(f"{src_rel} is a symlink; renaming it with content "
-                                         "changes is not supported. Nothing was changed.")
-                    links[dst_rel] = _reanchor(root, src_rel, dst_rel,
-                                               os.readlink(root / src_rel))
-            else:
-                src_rel = dst_rel = safe(_pick_existing(root, [dst, src]))
-            data = current(src_rel)
-            if data is None:
-                raise PatchError(f"{src_rel} does not exist. Use a new-file diff (--- /dev/null) "
-                                 "to create it. Nothing was changed.")
-            new, notes = apply_hunks(src_rel, data, hunks, hunk_flags) if len(pf) else (data, [])
-            if dst_rel != src_rel:
-                if current(dst_rel) is not None:
-                    raise PatchError(f"cannot rename {src_rel} to {dst_rel}: {dst_rel} exists. "
-                                     "Nothing was changed.")
-                state[src_rel] = None
-                modes[dst_rel] = _exec_bits(modes[src_rel], raw_mode)
-                summary.append(f"renamed {src_rel} -> {dst_rel}")
-            else:
-                if raw_mode is not None:
-                    modes[dst_rel] = _exec_bits(modes[dst_rel], raw_mode)
-                summary.append(f"modified {dst_rel} ({len(pf)} hunk{'s' if len(pf) != 1 else ''})")
-            state[dst_rel] = new
-        plan.notes.extend(notes)
-    for rel, data in state.items():
-        if data != original[rel] or (data is not None and rel in modes and modes[rel] is not None
-                                     and (root / rel).is_file()
-                                     and stat.S_IMODE((root / rel).stat().st_mode) != modes[rel]):
-            plan.writes.append(FileWrite(rel, data, original[rel], modes.get(rel),
-                                         link=links.get(rel) if data is not None else None))
-    plan.notes.insert(0, "; ".join(summary))
-    return plan
+            self._change(src, dst, pf, hunks, flags, raw_mode, renamed="rename from " in info)
+
+    def _create(self, dst: str, hunks: list, flags: list[bool], raw_mode: int | None) -> None:
+        rel = self.safe(dst)
+        if self.current(rel) is not None:
+            raise PatchError(f"{rel} already exists; the patch creates it as a new file. "
+                             "Use a modification hunk instead. Nothing was changed.")
+        new, notes = apply_hunks(rel, None, hunks, flags)
+        self.state[rel] = new
+        self.modes[rel] = 0o755 if raw_mode is not None and raw_mode & 0o111 else 0o644
+        self.summary.append(f"created {rel}")
+        self.notes.extend(notes)
+
+    def _delete(self, src: str, pf, hunks: list) -> None:
+        rel = self.safe(_pick_existing(self.root, [src]), link_itself=True)
+        data = self.current(rel)
+        if data is None:
+            raise PatchError(f"{rel} does not exist, so it cannot be deleted. Nothing was changed.")
+        if len(pf) and not is_binary(data):
+            _check_deleted_content(self.root / rel, rel, data, hunks)
+        self.state[rel] = None
+        self.summary.append(f"deleted {rel}")
+
+    def _change(self, src, dst, pf, hunks: list, flags: list[bool], raw_mode: int | None,
+                renamed: bool) -> None:
+        """A modification, a rename, or both."""
+        if renamed:
+            src_rel, dst_rel = self.safe(src, link_itself=True), self.safe(dst)
+            if (self.root / src_rel).is_symlink():  # rename the link itself, keeping its text
+                if len(pf):
+                    raise PatchError(f"{src_rel} is a symlink; renaming it with content "
+                                     "changes is not supported. Nothing was changed.")
+                self.links[dst_rel] = _reanchor(self.root, src_rel, dst_rel,
+                                                os.readlink(self.root / src_rel))
+        else:
+            src_rel = dst_rel = self.safe(_pick_existing(self.root, [dst, src]))
+        data = self.current(src_rel)
+        if data is None:
+            raise PatchError(f"{src_rel} does not exist. Use a new-file diff (--- /dev/null) "
+                             "to create it. Nothing was changed.")
+        new, notes = apply_hunks(src_rel, data, hunks, flags) if len(pf) else (data, [])
+        if dst_rel != src_rel:
+            if self.current(dst_rel) is not None:
+                raise PatchError(f"cannot rename {src_rel} to {dst_rel}: {dst_rel} exists. "
+                                 "Nothing was changed.")
+            self.state[src_rel] = None
+            self.modes[dst_rel] = _exec_bits(self.modes[src_rel], raw_mode)
+            self.summary.append(f"renamed {src_rel} -> {dst_rel}")
+        else:
+            if raw_mode is not None:
+                self.modes[dst_rel] = _exec_bits(self.modes[dst_rel], raw_mode)
+            self.summary.append(f"modified {dst_rel} ({len(pf)} hunk{'s' if len(pf) != 1 else ''})")
+        self.state[dst_rel] = new
+        self.notes.extend(notes)
+
+    def plan(self) -> Plan:
+        """The writes that change something (content, or the executable bits), and the notes."""
+        plan = Plan()
+        for rel, data in self.state.items():
+            mode = self.modes.get(rel)
+            mode_changes = (data is not None and mode is not None and (self.root / rel).is_file()
+                            and stat.S_IMODE((self.root / rel).stat().st_mode) != mode)
+            if data != self.original[rel] or mode_changes:
+                plan.writes.append(FileWrite(rel, data, self.original[rel], mode,
+                                             link=self.links.get(rel) if data is not None else None))
+        plan.notes = ["; ".join(self.summary)] + self.notes
+        return plan
 
 
 def _exec_bits(current: int | None, raw_mode: int | None) -> int | None:
