@@ -213,10 +213,30 @@ def run_shell(root: Path, command: str, timeout: float | None = None,
         proc, status_fd = _spawn(root, command, profile, env)
     except OSError as exc:
         return ToolResult(False, f"could not start the command: {exc}", {"error": "spawn"})
-    pgid = proc.pid  # start_new_session: the child leads its own group
     captured = CappedOutput()
-    live = _LiveStream(on_output)
+    reader = _start_reader(proc, captured, _LiveStream(on_output))
+    outcome = _wait(proc, limit, cancel)
+    killed_background = _stop(proc, outcome, status_fd, reader)
+    elapsed = time.monotonic() - started
+    code = proc.returncode
+    timed_out, cancelled = outcome == "timeout", outcome == "cancelled"
+    notes = [limit_note] if limit_note else []
+    if not had_git and profile != "off" and st.available:
+        notes.append(_quarantine_new_git(root))
+    notes = [n for n in notes if n] + _ending_notes(code, outcome, limit, killed_background)
+    text = captured.render()
+    output = (notice + "\n" if notice else "") + (text.rstrip("\n") + "\n" if text.strip() else "") + "\n".join(notes)
+    details = {"exit_code": code, "timed_out": timed_out, "seconds": round(elapsed, 3),
+               "timeout": limit, "elided_bytes": captured.elided_bytes,
+               "elided_lines": captured.elided_lines,
+               "sandbox": f"bwrap:{profile}" if profile != "off" and st.available else "none"}
+    if cancelled:
+        details["cancelled"] = True
+    return ToolResult(code == 0 and not (timed_out or cancelled), output, details)
 
+
+def _start_reader(proc, captured: CappedOutput, live: "_LiveStream") -> threading.Thread:
+    """A thread copying the command's output into `captured` and the live stream until EOF."""
     def pump() -> None:
         fd = proc.stdout.fileno()
         while True:
@@ -232,8 +252,15 @@ def run_shell(root: Path, command: str, timeout: float | None = None,
 
     reader = threading.Thread(target=pump, name="run_shell-reader", daemon=True)
     reader.start()
-    outcome = _wait(proc, limit, cancel)
-    timed_out, cancelled = outcome == "timeout", outcome == "cancelled"
+    return reader
+
+
+def _stop(proc, outcome: str, status_fd: int | None, reader: threading.Thread) -> bool:
+    """End everything the command started (its process group, and through the subreaper what
+    left the group) once it exited, timed out or was cancelled; returns whether background
+    processes it left running were stopped."""
+    pgid = proc.pid  # start_new_session: the child leads its own group
+    cancelled = outcome == "cancelled"
     if outcome != "exited":
         # the subreaper needs time to kill what left the group (it escalates to SIGKILL itself);
         # SIGKILLed early, it would leave those orphans behind. Normally it is done in ~0.25 s.
@@ -256,30 +283,21 @@ def run_shell(root: Path, command: str, timeout: float | None = None,
             _kill_group(pgid, proc)
     reader.join(timeout=2.0)
     proc.stdout.close()
-    elapsed = time.monotonic() - started
-    code = proc.returncode
-    text = captured.render()
-    notes = [limit_note] if limit_note else []
-    if not had_git and profile != "off" and st.available:
-        notes.append(_quarantine_new_git(root))
-    if cancelled:
+    return killed_background
+
+
+def _ending_notes(code: int | None, outcome: str, limit: float, killed_background: bool) -> list[str]:
+    """The lines under the output that say how the command ended."""
+    notes = []
+    if outcome == "cancelled":
         notes.append("[cancelled by the user; the command and its children were killed]")
-    elif timed_out:
+    elif outcome == "timeout":
         notes.append(f"[timed out after {limit:g} s; the command and its children were killed]")
     elif killed_background:
         notes.append("[background processes left running by the command were stopped]")
-    if code is not None and code < 0 and not (timed_out or cancelled):
+    if code is not None and code < 0 and outcome == "exited":
         notes.append(f"[killed by signal {-code}]")
-    notes = [n for n in notes if n]
-    notes.append(f"[exit code {code}]")
-    output = (notice + "\n" if notice else "") + (text.rstrip("\n") + "\n" if text.strip() else "") + "\n".join(notes)
-    details = {"exit_code": code, "timed_out": timed_out, "seconds": round(elapsed, 3),
-               "timeout": limit, "elided_bytes": captured.elided_bytes,
-               "elided_lines": captured.elided_lines,
-               "sandbox": f"bwrap:{profile}" if profile != "off" and st.available else "none"}
-    if cancelled:
-        details["cancelled"] = True
-    return ToolResult(code == 0 and not (timed_out or cancelled), output, details)
+    return notes + [f"[exit code {code}]"]
 
 
 def _quarantine_new_git(root: Path) -> str:
