@@ -1,6 +1,6 @@
 """The one settings loader: defaults, user file, trusted repository file and flags (docs/security.md).
 
-Every command (`clover`/`clover chat`, `run`, `fix`, and `fix`'s test command in modes/testrun.py)
+Every command (`clover`/`clover chat`, `run`, `fix`, and `fix`'s test command in modes/fix/testrun.py)
 gets its settings from `load_settings`, which merges, later ones winning:
 
 1. the defaults, the field defaults of `CloverConfig` below (the only place they are written);

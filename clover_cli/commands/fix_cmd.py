@@ -42,7 +42,7 @@ def fix(ctx: click.Context, test, test_cmd, attempts, max_steps, max_new_tokens,
     """
     from clover_cli.config import ConfigError, load_settings
     from clover_cli.engine.spec import SpecError, parse_spec
-    from clover_cli.modes.fix import FixError, FixOptions, run_fix
+    from clover_cli.modes.fix.run import FixError, FixOptions, run_fix
 
     line = command_line(ctx)  # the group's options and these, merged (commands/options.py)
     model, root = line.model, line.root_path()

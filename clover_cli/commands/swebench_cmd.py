@@ -77,7 +77,7 @@ def swebench(ctx: click.Context, instances, output, redo, evaluate, max_steps, m
     from pathlib import Path
 
     from clover_cli.engine.spec import SpecError, parse_spec
-    from clover_cli.modes.swebench import BatchError, BatchOptions, run_batch
+    from clover_cli.modes.swebench.run import BatchError, BatchOptions, run_batch
 
     if output is None:
         _fail("missing option --output (or use `clover swebench evaluate`)")
@@ -101,7 +101,7 @@ def swebench(ctx: click.Context, instances, output, redo, evaluate, max_steps, m
     except (SpecError, BatchError) as exc:
         _fail(str(exc))
     if evaluate == "docker":
-        from clover_cli.modes.evalbatch import docker_problem
+        from clover_cli.modes.swebench.batch_eval import docker_problem
 
         problem = docker_problem()  # before the agent runs: no hours of work to then fail
         if problem:
@@ -131,14 +131,14 @@ def swebench(ctx: click.Context, instances, output, redo, evaluate, max_steps, m
     click.echo(f"predictions: {opts.output}")
     click.echo(f"report: {report.path}")
     if evaluate == "local":
-        from clover_cli.modes.evalbatch import summary_table
+        from clover_cli.modes.swebench.batch_eval import summary_table
 
         click.echo(summary_table(report.instances, report.as_dict()["elapsed_s"]), err=True)
     code = 1 if report.run_totals()["errors"] else 0
     if evaluate == "docker":
-        from clover_cli.modes.evalbatch import run_docker
-        from clover_cli.modes.envs import EnvError
-        from clover_cli.modes.swebench import parse_ids
+        from clover_cli.modes.swebench.batch_eval import run_docker
+        from clover_cli.modes.swebench.environments import EnvError
+        from clover_cli.modes.swebench.run import parse_ids
 
         try:
             rc = run_docker(opts.output, dataset or str(opts.instances), workers,
@@ -163,7 +163,7 @@ def evaluate_cmd(predictions, instances, mode, redo, test_cmd, python, env_dir, 
     """Grade an existing predictions file (no agent run); verdicts go to PREDICTIONS-STEM.report.json."""
     from pathlib import Path
 
-    from clover_cli.modes.evalonly import EvalOnlyError, EvalOnlyOptions, run_evaluate_only
+    from clover_cli.modes.swebench.evaluate_only import EvalOnlyError, EvalOnlyOptions, run_evaluate_only
 
     if instances is None and dataset is None:
         _fail("give --instances FILE or --dataset NAME")

@@ -67,7 +67,7 @@ def test_predictions_and_reports_write_lone_surrogates_as_replacement_characters
     """swebench's preds.jsonl and report are written as UTF-8 whatever the model's patch holds."""
     import json as _json
 
-    from clover_cli.modes.predictions import PredictionsFile, write_atomic
+    from clover_cli.modes.swebench.predictions import PredictionsFile, write_atomic
 
     preds = PredictionsFile(tmp_path / "preds.jsonl")
     preds.put("i-1", "clover/m", "+x = '\ud800'\n")

@@ -31,7 +31,7 @@ HEADLESS = ("engine", "kernels", "tools", "agent", "training")
 
 
 def layer_of(module: str) -> str | None:
-    """'clover_cli.engine.loader' -> 'engine'; 'clover_cli.modes.fix' or 'clover_cli' -> 'app';
+    """'clover_cli.engine.loader' -> 'engine'; 'clover_cli.modes.fix.run' or 'clover_cli' -> 'app';
     anything outside clover_cli -> None."""
     parts = module.split(".")
     if parts[0] != "clover_cli":
@@ -136,7 +136,7 @@ def test_importing_the_core_loads_no_ui_library():
     are checked in-process above."""
     code = ("import sys\n"
             "import clover_cli.agent, clover_cli.agent.backends, clover_cli.engine.engine, "
-            "clover_cli.tools.registry, clover_cli.modes.fix, clover_cli.modes.swebench\n"
+            "clover_cli.tools.registry, clover_cli.modes.fix.run, clover_cli.modes.swebench.run\n"
             "print([m for m in ('textual', 'rich') if m in sys.modules])\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

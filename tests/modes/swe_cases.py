@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from modes_helpers import git
-from clover_cli.modes.instances import Instance
+from clover_cli.modes.swebench.instances import Instance
 
 CALC = ("import os\n\n\ndef add(a, b):\n    \"\"\"Sum of a and b.\"\"\"\n    return a - b\n\n\n"
         "def mul(a, b):\n    return a * b\n")

@@ -14,11 +14,12 @@ import pytest
 
 import env_cases as ec
 from modes_helpers import git
-from clover_cli.modes import envs, evaluate
-from clover_cli.modes.envs import EnvError, ensure_env, env_key
-from clover_cli.modes.evaluate import EvalOptions, evaluate_prediction
-from clover_cli.modes.instances import Instance
-from clover_cli.modes.specs import EvalSpec
+from clover_cli.modes.swebench import environments as envs
+from clover_cli.modes.swebench import evaluate
+from clover_cli.modes.swebench.environments import EnvError, ensure_env, env_key
+from clover_cli.modes.swebench.evaluate import EvalOptions, evaluate_prediction
+from clover_cli.modes.swebench.instances import Instance
+from clover_cli.modes.swebench.specs import EvalSpec
 
 
 def _pipless(real_run):
@@ -139,7 +140,7 @@ def test_a_cached_environment_without_pytest_is_rebuilt_with_it(tmp_path, offlin
 # 3. interpreters are found where pyenv and uv keep them, and on PATH
 
 def test_interpreters_are_found_in_pyenv_uv_and_path(tmp_path, monkeypatch):
-    from clover_cli.modes import interpreters
+    from clover_cli.modes.swebench import interpreters
 
     v = ec.HERE
     home = tmp_path / "home"

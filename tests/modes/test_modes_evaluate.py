@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 import swe_cases as sc
-from clover_cli.modes import official
-from clover_cli.modes.evaluate import EvalOptions, evaluate_prediction
-from clover_cli.modes.grading import grade_tests, is_resolved, status_map_from_log
-from clover_cli.modes.logparse import parse_pytest_rA, parser_for
+from clover_cli.modes.swebench import official
+from clover_cli.modes.swebench.evaluate import EvalOptions, evaluate_prediction
+from clover_cli.modes.swebench.grading import grade_tests, is_resolved, status_map_from_log
+from clover_cli.modes.swebench.logparse import parse_pytest_rA, parser_for
 
 
 @pytest.fixture

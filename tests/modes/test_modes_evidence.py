@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from clover_cli.modes.evidence import PYTEST_GUARD_ARGS, Case, check_cases, junit_arg, mangle_node_id, read_junit
+from clover_cli.modes.fix.evidence import PYTEST_GUARD_ARGS, Case, check_cases, junit_arg, mangle_node_id, read_junit
 from modes_helpers import run
 
 TESTS = ("import pytest\n\n\ndef test_ok():\n    pass\n\n\ndef test_skip():\n    pytest.skip('later')\n\n\n"

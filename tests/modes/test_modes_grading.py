@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from clover_cli.modes import official
-from clover_cli.modes.grading import case_status, grade_tests, is_resolved, status_map_from_log
-from clover_cli.modes.logparse import ParserUnavailable, frame_log, parse_pytest_rA, parser_for
-from clover_cli.modes.instances import Instance
-from clover_cli.modes.specs import patch_files, eval_test_command, eval_test_files, spec_for
+from clover_cli.modes.swebench import official
+from clover_cli.modes.swebench.grading import case_status, grade_tests, is_resolved, status_map_from_log
+from clover_cli.modes.swebench.logparse import ParserUnavailable, frame_log, parse_pytest_rA, parser_for
+from clover_cli.modes.swebench.instances import Instance
+from clover_cli.modes.swebench.specs import patch_files, eval_test_command, eval_test_files, spec_for
 
 LOG = """\
 tests/test_a.py::test_x PASSED                                            [ 50%]

@@ -12,7 +12,7 @@ from clover_cli.agent.backends.base import Completion
 from clover_cli.agent.backends.replay import ReplayBackend
 from clover_cli.agent.backends.lifetime import BackendProvider, LockedBackend
 from clover_cli.modes.headless import drive_turn
-from clover_cli.modes.swebench import BatchOptions, run_batch
+from clover_cli.modes.swebench.run import BatchOptions, run_batch
 
 
 def test_locked_backend_serializes_generation_and_drives_an_agent(tmp_path, calc_repo):

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from clover_cli.modes.instances import InstanceFileError, load_instances, parse_instances
+from clover_cli.modes.swebench.instances import InstanceFileError, load_instances, parse_instances
 
 
 def _inst(i, **extra):
@@ -64,7 +64,7 @@ def _official_row(i):
 
 
 def test_official_files_load_as_published(tmp_path):
-    from clover_cli.modes.instances import load_any
+    from clover_cli.modes.swebench.instances import load_any
 
     rows = [_official_row(1), {**_official_row(2), "FAIL_TO_PASS": ["tests/test_r.py::test_b"]}]
     (tmp_path / "v.json").write_text(json.dumps(rows))
@@ -87,7 +87,7 @@ def test_official_files_load_as_published(tmp_path):
 
 
 def test_missing_optional_readers_give_one_line(tmp_path, monkeypatch):
-    from clover_cli.modes.instances import load_any
+    from clover_cli.modes.swebench.instances import load_any
 
     monkeypatch.setitem(sys.modules, "pyarrow", None)           # as if not installed
     monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
@@ -105,7 +105,7 @@ def test_dataset_offline_is_one_clear_line(tmp_path):
     import subprocess
 
     env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    code = ("from clover_cli.modes.instances import load_any, InstanceFileError\n"
+    code = ("from clover_cli.modes.swebench.instances import load_any, InstanceFileError\n"
             "try:\n    load_any(None, dataset='princeton-nlp/SWE-bench_Verified')\n"
             "except InstanceFileError as e:\n    print('ERR', e)\n")
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)

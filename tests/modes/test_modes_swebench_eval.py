@@ -9,10 +9,10 @@ import pytest
 
 import swe_cases as sc
 from modes_helpers import clover_in_process
-from clover_cli.modes.envs import EnvError, ensure_env, env_key
-from clover_cli.modes.evalbatch import cached_evaluation, docker_command
-from clover_cli.modes.evaluate import EvalOptions, evaluate_prediction
-from clover_cli.modes.specs import EvalSpec, spec_for
+from clover_cli.modes.swebench.environments import EnvError, ensure_env, env_key
+from clover_cli.modes.swebench.batch_eval import cached_evaluation, docker_command
+from clover_cli.modes.swebench.evaluate import EvalOptions, evaluate_prediction
+from clover_cli.modes.swebench.specs import EvalSpec, spec_for
 
 
 def _pipless(real_run):
@@ -29,7 +29,7 @@ def _pipless(real_run):
 
 def test_environment_is_built_once_per_repo_and_version_and_one_without_pytest_is_an_error(
         tmp_path, monkeypatch):
-    from clover_cli.modes import envs
+    from clover_cli.modes.swebench import environments as envs
 
     monkeypatch.setattr(envs._Builder, "run", _pipless(envs._Builder.run))
     _built_once_and_no_pytest_is_an_error(tmp_path)
@@ -67,7 +67,7 @@ def _built_once_and_no_pytest_is_an_error(tmp_path):
 
 
 def test_verdict_cache_is_keyed_by_patch_environment_and_command(tmp_path, monkeypatch):
-    from clover_cli.modes import evalbatch
+    from clover_cli.modes.swebench import batch_eval as evalbatch
 
     clone = tmp_path / "pallets__flask"
     base = sc.make_repo(clone)
@@ -160,7 +160,7 @@ def test_spec_key_changes_with_what_goes_into_the_environment():
 
 def test_requirements_are_read_from_the_local_clone(tmp_path):
     from modes_helpers import git
-    from clover_cli.modes.envs import _requirements
+    from clover_cli.modes.swebench.environments import _requirements
 
     clone = tmp_path / "o__n"
     sc.make_repo(clone)

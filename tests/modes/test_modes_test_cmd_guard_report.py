@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from clover_cli.modes.progress import Progress, format_elapsed
-from clover_cli.modes.report import BatchReport, report_path, trajectories_dir
-from clover_cli.modes.testguard import TestFileGuard, protected_test_paths
-from clover_cli.modes.testrun import (TestCommandError, build_argv, is_pytest, parse_pytest_summary,
+from clover_cli.modes.swebench.progress import Progress, format_elapsed
+from clover_cli.modes.swebench.report import BatchReport, report_path, trajectories_dir
+from clover_cli.modes.fix.testguard import TestFileGuard, protected_test_paths
+from clover_cli.modes.fix.testrun import (TestCommandError, build_argv, is_pytest, parse_pytest_summary,
                                       project_test_cmd, trim_output)
 from clover_cli.trust import TrustStore
 

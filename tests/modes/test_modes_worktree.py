@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from modes_helpers import FIXED, git, make_calc_repo, run
-from clover_cli.modes.predictions import PredictionsFile
+from clover_cli.modes.swebench.predictions import PredictionsFile
 from clover_cli.modes.worktree import (WorktreeError, add_worktree, apply_patch, diff_worktree,
                                        find_clone, remove_worktree)
 

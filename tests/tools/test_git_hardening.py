@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from clover_cli.agent.interface import repo_branch as ui_branch
-from clover_cli.modes import gitsnap, worktree
-from clover_cli.modes.envs import _git_show
+from clover_cli.modes.fix import snapshots as gitsnap
+from clover_cli.modes import worktree
+from clover_cli.modes.swebench.environments import _git_show
 from clover_cli.tools import githarden, gitutil
 from clover_cli.tools.checkpoints import CheckpointStore
 from clover_cli.tools.files import repo_files

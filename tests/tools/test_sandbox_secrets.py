@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from clover_cli.modes.fix import FixOptions, run_test
+from clover_cli.modes.fix.run import FixOptions, run_test
 from clover_cli.tools import sandbox, sandbox_env
 from clover_cli.tools.shell import run_shell
 

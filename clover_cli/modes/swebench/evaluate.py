@@ -26,14 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from clover_cli.modes import official
-from clover_cli.modes.envs import EnvError, TestEnv, ensure_env, forced_env
-from clover_cli.modes.grading import grade_tests, is_resolved, status_map_from_log
-from clover_cli.modes.instances import Instance
-from clover_cli.modes.interpreters import make_overlay
-from clover_cli.modes.logparse import ParserUnavailable, frame_log, parser_for
-from clover_cli.modes.patching import apply_model_patch, apply_test_patch, reset_test_files
-from clover_cli.modes.specs import SYSTEM_CMD, EvalSpec, eval_test_command, is_pytest_cmd, spec_for
+from clover_cli.modes.swebench import official
+from clover_cli.modes.swebench.environments import EnvError, TestEnv, ensure_env, forced_env
+from clover_cli.modes.swebench.grading import grade_tests, is_resolved, status_map_from_log
+from clover_cli.modes.swebench.instances import Instance
+from clover_cli.modes.swebench.interpreters import make_overlay
+from clover_cli.modes.swebench.logparse import ParserUnavailable, frame_log, parser_for
+from clover_cli.modes.swebench.patching import apply_model_patch, apply_test_patch, reset_test_files
+from clover_cli.modes.swebench.specs import SYSTEM_CMD, EvalSpec, eval_test_command, is_pytest_cmd, spec_for
 from clover_cli.modes.worktree import WorktreeError, add_worktree, remove_worktree
 
 

@@ -15,7 +15,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-from clover_cli.modes.instances import Instance
+from clover_cli.modes.swebench.instances import Instance
 
 DEFAULT_TEST_CMD = "pytest -rA"
 BUILTIN_TEST_CMDS = {  # the official runners for the two non-pytest repositories

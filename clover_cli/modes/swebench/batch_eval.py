@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from clover_cli.modes.envs import EnvError
-from clover_cli.modes.evaluate import EvalOptions, evaluate_prediction, prepare
-from clover_cli.modes.instances import Instance
+from clover_cli.modes.swebench.environments import EnvError
+from clover_cli.modes.swebench.evaluate import EvalOptions, evaluate_prediction, prepare
+from clover_cli.modes.swebench.instances import Instance
 
 EVAL_MODES = ("local", "docker", "none")
 
@@ -81,7 +81,7 @@ def summary_table(instances: dict[str, dict], elapsed: float) -> str:
 
 def docker_problem() -> str | None:
     """Why the official docker harness cannot run here, or None."""
-    from clover_cli.modes import official
+    from clover_cli.modes.swebench import official
 
     if not official.available():
         return "--evaluate docker needs the swebench package (pip install 'clover-cli[swebench]')"

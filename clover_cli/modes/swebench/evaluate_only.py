@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from clover_cli.modes.evalbatch import EVAL_MODES, cached_evaluation, run_docker, summary_table
-from clover_cli.modes.evaluate import EvalOptions
-from clover_cli.modes.instances import InstanceFileError, load_any
-from clover_cli.modes.predictions import PredictionsFile
-from clover_cli.modes.report import BatchReport, eval_logs_dir, report_path
+from clover_cli.modes.swebench.batch_eval import EVAL_MODES, cached_evaluation, run_docker, summary_table
+from clover_cli.modes.swebench.evaluate import EvalOptions
+from clover_cli.modes.swebench.instances import InstanceFileError, load_any
+from clover_cli.modes.swebench.predictions import PredictionsFile
+from clover_cli.modes.swebench.report import BatchReport, eval_logs_dir, report_path
 from clover_cli.modes.worktree import WorktreeError, find_clone
 
 
@@ -49,7 +49,7 @@ class EvalOnlyOptions:
 
 def run_evaluate_only(opts: EvalOnlyOptions, stream: TextIO | None = None) -> BatchReport | int:
     """Evaluate every selected prediction; the report (local) or the harness's exit code (docker)."""
-    from clover_cli.modes.swebench import parse_ids, safe_name
+    from clover_cli.modes.swebench.run import parse_ids, safe_name
 
     out = stream if stream is not None else sys.stderr
     if opts.mode not in EVAL_MODES or opts.mode == "none":
@@ -58,7 +58,7 @@ def run_evaluate_only(opts: EvalOnlyOptions, stream: TextIO | None = None) -> Ba
         raise EvalOnlyError(f"predictions file not found: {opts.predictions}")
     wanted = parse_ids(opts.instance_ids)
     if opts.mode == "docker":
-        from clover_cli.modes.envs import EnvError
+        from clover_cli.modes.swebench.environments import EnvError
 
         dataset = opts.dataset or (str(opts.instances) if opts.instances else None)
         if not dataset:

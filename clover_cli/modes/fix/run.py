@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Callable, TextIO
 
 from clover_cli.agent.config import DEFAULT_MAX_STEPS
-from clover_cli.modes.evidence import check_cases, junit_arg, read_junit
-from clover_cli.modes.gitsnap import diff_trees, snapshot_tree
+from clover_cli.modes.fix.evidence import check_cases, junit_arg, read_junit
+from clover_cli.modes.fix.snapshots import diff_trees, snapshot_tree
 from clover_cli.modes.headless import TurnRecord, drive_turn
-from clover_cli.modes.testguard import TestFileGuard, protected_test_paths
-from clover_cli.modes.testrun import (DEFAULT_FIX_CMD, PYTEST_NO_TESTS, PYTEST_USAGE_ERROR,
+from clover_cli.modes.fix.testguard import TestFileGuard, protected_test_paths
+from clover_cli.modes.fix.testrun import (DEFAULT_FIX_CMD, PYTEST_NO_TESTS, PYTEST_USAGE_ERROR,
                                       TestCommandError, TestRun, build_argv, is_pytest,
                                       project_test_cmd, run_tests, trim_output)
 

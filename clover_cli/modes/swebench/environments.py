@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from clover_cli.modes.interpreters import EnvError, find_python, not_found_message
-from clover_cli.modes.specs import EvalSpec, is_pytest_cmd
+from clover_cli.modes.swebench.interpreters import EnvError, find_python, not_found_message
+from clover_cli.modes.swebench.specs import EvalSpec, is_pytest_cmd
 from clover_cli.tools.statedir import cache_home
 
 ENV_META = "clover-env.json"

@@ -14,7 +14,7 @@ The rules of the SWE-bench harness's `get_eval_report` (swebench.harness.grading
 """
 from __future__ import annotations
 
-from clover_cli.modes.logparse import exit_code_of, log_test_section
+from clover_cli.modes.swebench.logparse import exit_code_of, log_test_section
 
 PASSING = ("PASSED", "XFAIL")
 

@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from clover_cli.modes.specs import patch_files
+from clover_cli.modes.swebench.specs import patch_files
 from clover_cli.modes.worktree import git
 
 APPLY_METHODS = ("git apply --verbose", "git apply --verbose --reject", "patch --batch --fuzz=5 -p1 -i")

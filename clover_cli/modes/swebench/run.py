@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import TextIO
 
 from clover_cli.agent.config import DEFAULT_MAX_STEPS
-from clover_cli.modes.evalbatch import EVAL_MODES, cached_evaluation
-from clover_cli.modes.evaluate import EvalOptions
+from clover_cli.modes.swebench.batch_eval import EVAL_MODES, cached_evaluation
+from clover_cli.modes.swebench.evaluate import EvalOptions
 from clover_cli.modes.headless import BackendProvider, drive_turn
-from clover_cli.modes.instances import Instance, InstanceError
-from clover_cli.modes.predictions import PredictionsFile
-from clover_cli.modes.progress import Progress
-from clover_cli.modes.report import BatchReport, report_path, trajectories_dir
+from clover_cli.modes.swebench.instances import Instance, InstanceError
+from clover_cli.modes.swebench.predictions import PredictionsFile
+from clover_cli.modes.swebench.progress import Progress
+from clover_cli.modes.swebench.report import BatchReport, report_path, trajectories_dir
 from clover_cli.modes.worktree import WorktreeError, add_worktree, diff_worktree, find_clone, remove_worktree
 
 
@@ -183,7 +183,7 @@ def _run_agent(batch: _Batch, inst: Instance, tree: Path, trace: _ListLog) -> tu
 
 def eval_options(opts: BatchOptions, progress_stream: TextIO | None = None) -> EvalOptions:
     """The local-evaluation settings of a batch (logs beside the report)."""
-    from clover_cli.modes.report import eval_logs_dir
+    from clover_cli.modes.swebench.report import eval_logs_dir
 
     return EvalOptions(test_cmd=opts.test_cmd, timeout=opts.test_timeout, python=opts.python,
                        env_dir=opts.env_dir, keep=opts.keep_worktrees,
@@ -314,7 +314,7 @@ def run_batch(opts: BatchOptions, factory, in_process: bool, *,
     `factory(spec)` makes a backend; `preloaded`: an in-process backend already loaded (shared by
     all workers under a lock).
     """
-    from clover_cli.modes.instances import InstanceFileError, load_any
+    from clover_cli.modes.swebench.instances import InstanceFileError, load_any
 
     try:
         instances, bad = load_any(opts.instances, opts.dataset, opts.split)

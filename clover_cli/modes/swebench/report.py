@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from clover_cli.modes.predictions import write_atomic
+from clover_cli.modes.swebench.predictions import write_atomic
 
 EVAL_NOTE = ("local evaluation with the official grading rules, in local environments "
              "(the docker harness, --evaluate docker, is the reference)")
