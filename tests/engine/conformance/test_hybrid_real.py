@@ -1,0 +1,151 @@
+"""Issue 38 (part 4): the Gated DeltaNet hybrids on the released layout of Qwen3.5-MoE and
+Qwen3-Next (tests/engine/conformance/hybrid_real.py builds them from transformers' defaults).
+
+- AR: a checkpoint without mask_token_id decodes through the engine's AR path, id for id as
+  transformers' own greedy `generate`.
+- Block mode: id for id (and step for step) as an uncached recompute reference written here
+  (`recompute_generate`), at block sizes 4 / 8 / 32 and thresholds 0.95 / 0.5.
+- GDN state: denoise steps leave it bitwise unchanged, a commit changes it, a fused commit keeps
+  only the block in it; a warm request from the prefix cache (restoring a state snapshot at an
+  earlier block boundary) gives the cold request's ids and reuses the expected positions.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from clover_cli.engine.block_decode import BlockDecoder
+from clover_cli.engine.config import GenerationConfig
+from clover_cli.engine.engine import Engine
+from clover_cli.engine.families import detect_family
+from clover_cli.engine.loader import load_model
+from clover_cli.engine.runtime import make_cache, snapshot_recurrent
+from hybrid_real import (EOS_ID, KINDS, MASK_ID, SCALED, SHAPE_KEYS, build, default_config,
+                         recompute_generate, tiny_config)
+
+DTYPE = "float64"  # rounding out of the way: equal ids mean equal algorithms
+
+
+@pytest.fixture(scope="module")
+def dirs(tmp_path_factory):
+    """kind -> (diffusion checkpoint dir, AR checkpoint dir: the same weights, no mask/block)."""
+    out = {}
+    for kind in KINDS:
+        root = tmp_path_factory.mktemp(kind)
+        diffusion = build(kind, root / "diffusion", block_size=32)
+        ar = root / "ar"
+        shutil.copytree(diffusion, ar)
+        cfg = json.loads((ar / "config.json").read_text())
+        del cfg["mask_token_id"], cfg["block_size"]
+        (ar / "config.json").write_text(json.dumps(cfg, indent=2))
+        out[kind] = (diffusion, ar)
+    return out
+
+
+@pytest.fixture(scope="module")
+def models(dirs):
+    cache = {}
+
+    def get(kind: str, ar: bool = False):
+        if (kind, ar) not in cache:
+            cache[kind, ar] = load_model(str(dirs[kind][1 if ar else 0]), dtype=DTYPE)
+        return cache[kind, ar]
+
+    return get
+
+
+def _prompt(n: int, seed: int = 0) -> list[int]:
+    g = torch.Generator().manual_seed(1000 * seed + n)
+    return torch.randint(20, 4000, (n,), generator=g).tolist()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_tiny_configs_keep_the_released_layout(kind):
+    """Only SCALED sizes differ from transformers' defaults (the released layout): the layer
+    pattern is the defaults' first period, top-k and the shared expert are kept."""
+    full, tiny = default_config(kind), tiny_config(kind)
+    for key in SHAPE_KEYS:
+        assert tiny[key] == full[key], key
+    assert full["rope_parameters"]["partial_rotary_factor"] == 0.25 and full["head_dim"] == 256
+    assert (full["linear_num_key_heads"], full["linear_num_value_heads"]) == (16, 32)
+    assert tiny["layer_types"] == full["layer_types"][:4] == ["linear_attention"] * 3 + ["full_attention"]
+    assert full["layer_types"] == tiny["layer_types"] * (full["num_hidden_layers"] // 4)
+    assert tiny["num_experts"] == SCALED["num_experts"] < full["num_experts"]
+    assert tiny["num_experts_per_tok"] == full["num_experts_per_tok"] in (8, 10)
+    assert tiny["shared_expert_intermediate_size"] == full["shared_expert_intermediate_size"] == 512
+    changed = {k for k in tiny if k in full and tiny[k] != full[k]}
+    assert changed <= set(SCALED) | {"layer_types", "eos_token_id", "pad_token_id", "initializer_range"}
+    fam = detect_family(tiny)
+    assert (fam.name, fam.is_diffusion, fam.recurrent, fam.mask_token_id, fam.block_size) == (
+        "hybrid", True, True, MASK_ID, 32)
+    fam = detect_family(tiny_config(kind, block_size=None))  # a released AR checkpoint
+    assert (fam.name, fam.is_diffusion, fam.recurrent) == ("ar", False, True)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_loaded_model_has_the_released_modules(models, kind):
+    """Gated attention (q_proj = query + output gate), partial rotary, GDN head layout, routed
+    experts with top-k and a gated shared expert, in transformers' own classes."""
+    lm = models(kind)
+    model = lm.model
+    assert type(model).__name__ == ("Qwen3_5MoeForCausalLM" if kind == "qwen3_5_moe" else "Qwen3NextForCausalLM")
+    layers = model.model.layers
+    attn = layers[3].self_attn
+    assert attn.q_proj.out_features == 2 * 16 * 256 and attn.k_proj.out_features == 2 * 256
+    assert model.model.rotary_emb.inv_freq.numel() * 2 == 64  # a quarter of the 256-wide head
+    gdn = layers[0].linear_attn
+    assert (gdn.num_k_heads, gdn.num_v_heads, gdn.head_k_dim, gdn.head_v_dim) == (16, 32, 128, 128)
+    moe = layers[0].mlp
+    assert moe.gate.top_k == (8 if kind == "qwen3_5_moe" else 10) and moe.experts.num_experts == 16
+    assert moe.shared_expert_gate.out_features == 1
+    assert [type(l.linear_attn if hasattr(l, "linear_attn") else l.self_attn).__name__.endswith("GatedDeltaNet")
+            for l in layers] == [True, True, True, False]
+
+
+def _hf_generate(lm, prompt: list[int], max_new: int) -> list[int]:
+    with torch.inference_mode():
+        out = lm.model.generate(torch.tensor([prompt]), max_new_tokens=max_new, do_sample=False,
+                                eos_token_id=EOS_ID, pad_token_id=EOS_ID)
+    return out[0, len(prompt):].tolist()
+
+
+@pytest.mark.parametrize("n", [7, pytest.param(40, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("kind", KINDS)
+def test_ar_hybrid_equals_transformers_greedy_generate(models, kind, n):
+    """A released (no mask_token_id) checkpoint: the engine's AR path == transformers' greedy
+    `generate` on the same model, token for token; a warm second request that extends the first
+    (its GDN state taken from the prefix cache) == a cold one."""
+    lm = models(kind, ar=True)
+    assert lm.family.name == "ar" and lm.family.recurrent
+    prompt = _prompt(n, seed=3)
+    engine = Engine(lm)
+    got = engine.generate(prompt, GenerationConfig(max_new_tokens=12))
+    assert list(got.token_ids) == _hf_generate(lm, prompt, 12)
+    assert got.stats.forwards == len(got.token_ids)
+    second = prompt + list(got.token_ids) + _prompt(5, seed=4)
+    warm = engine.generate(second, GenerationConfig(max_new_tokens=8))
+    cold = Engine(lm, cache_mb=0).generate(second, GenerationConfig(max_new_tokens=8))
+    assert warm.token_ids == cold.token_ids and len(warm.token_ids) > 0
+    assert warm.stats.reused_tokens == n + len(got.token_ids) - 1  # all the first request ran
+
+
+QUICK = [("qwen3_5_moe", 8, 0.5, 13), ("qwen3_next", 8, 0.5, 13)]
+SLOW = [(kind, B, thr, n) for kind in KINDS for B in (4, 8, 32) for thr in (0.95, 0.5)
+        for n in (5, 16, 21)]
+
+
+@pytest.mark.parametrize("kind,B,threshold,n", QUICK + [pytest.param(*c, marks=pytest.mark.slow)
+                                                         for c in SLOW if c not in QUICK])
+def test_block_decoding_equals_uncached_recompute(models, kind, B, threshold, n):
+    lm = models(kind)
+    prompt = _prompt(n)
+    budget = 2 * B + 3 if B < 32 else 40  # ends inside a block; at least three blocks when B < 32
+    got = Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=budget, threshold=threshold,
+                                                       block_size=B))
+    ids, steps = recompute_generate(lm.model, prompt, mask_id=MASK_ID, block=B, threshold=threshold,
+                                    max_new=budget, eos_ids=set(lm.eos_token_ids))
+    assert list(got.token_ids) == ids
+    assert list(got.stats.steps_per_block) == steps
