@@ -19,7 +19,7 @@ import torch
 
 from clover_cli.engine.block_decode import BlockDecoder
 from clover_cli.engine.config import GenerationConfig
-from clover_cli.engine.engine import Engine
+from clover_cli.engine.engine import Engine, configure_cpu_threads
 from clover_cli.engine.families import detect_family
 from clover_cli.engine.loader import load_model
 from clover_cli.engine.runtime import make_cache, snapshot_recurrent
@@ -52,6 +52,9 @@ def models(dirs):
     def get(kind: str, ar: bool = False):
         if (kind, ar) not in cache:
             cache[kind, ar] = load_model(str(dirs[kind][1 if ar else 0]), dtype=DTYPE)
+            # one thread, as the engine runs a small model (and the reference with it: torch's
+            # float64 depthwise conv, the GDN layers' conv, is many times slower on two)
+            configure_cpu_threads(cache[kind, ar].model)
         return cache[kind, ar]
 
     return get
@@ -149,3 +152,92 @@ def test_block_decoding_equals_uncached_recompute(models, kind, B, threshold, n)
                                     max_new=budget, eos_ids=set(lm.eos_token_ids))
     assert list(got.token_ids) == ids
     assert list(got.stats.steps_per_block) == steps
+
+
+def _state(cache) -> list[torch.Tensor]:
+    """Every tensor the cache holds for the positions it has: GDN conv/recurrent states, KV."""
+    tensors = []
+    for layer in cache.layers:
+        for d in (getattr(layer, "conv_states", None) or {}, getattr(layer, "recurrent_states", None) or {}):
+            tensors += [t.clone() for t in d.values() if t is not None]
+        if getattr(layer, "keys", None) is not None:
+            n = layer.get_seq_length()
+            tensors += [layer.keys[..., :n, :].clone(), layer.values[..., :n, :].clone()]
+    return tensors
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_denoise_steps_leave_the_gdn_state_bitwise_and_a_fused_commit_keeps_only_the_block(models, kind):
+    lm = models(kind)
+    B = 8
+    prompt = _prompt(19)  # two whole blocks prefilled, a tail of 3 in the decode block
+    block = torch.full((B,), MASK_ID)
+    block[:3] = torch.tensor(prompt[16:])
+    committed = []
+    for fuse in (False, True):
+        dec = BlockDecoder(lm, prompt, GenerationConfig(max_new_tokens=8, block_size=B), fuse_commit=fuse)
+        cache = make_cache(lm.model)
+        dec._prefill(cache, 16)
+        before = _state(cache)
+        assert len(before) == 3 * 2 + 2  # three GDN layers (conv + recurrent), one attention layer
+        saved = snapshot_recurrent(cache)
+        assert sorted(saved) == [0, 1, 2]
+        steps = block.clone()
+        for step in range(4):
+            steps[3 + step] = 100 + step  # the block changes between steps, as while decoding
+            dec._denoise(steps, 16, cache, saved)
+            assert all(torch.equal(a, b) for a, b in zip(before, _state(cache)))
+        dec._commit(steps, 16, cache, with_next=fuse)
+        after = _state(cache)
+        assert not any(torch.equal(a, b) for a, b in zip(before[:6], after[:6]))  # GDN moved on
+        committed.append(after)
+    assert all(torch.allclose(a, b, rtol=0, atol=1e-12) for a, b in zip(*committed))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_fused_commit_equals_separate_forwards(models, kind):
+    lm = models(kind)
+    prompt, cfg = _prompt(13), GenerationConfig(max_new_tokens=19, threshold=0.5, block_size=8)
+    fused = Engine(lm, fuse_commit=True).generate(prompt, cfg)
+    separate = Engine(lm, fuse_commit=False).generate(prompt, cfg)
+    assert fused.token_ids == separate.token_ids and len(fused.token_ids) == 19
+    assert fused.stats.steps_per_block == separate.stats.steps_per_block
+    assert separate.stats.forwards - fused.stats.forwards == fused.stats.blocks - 1 == 2
+
+
+WARM_QUICK = [("qwen3_5_moe", "inside_answer"), ("qwen3_next", "extends")]
+
+
+@pytest.mark.parametrize("kind,case", WARM_QUICK + [
+    pytest.param(k, c, marks=pytest.mark.slow) for k in KINDS for c in ("extends", "inside_answer", "boundary")
+    if (k, c) not in WARM_QUICK])
+def test_warm_request_from_the_prefix_cache_equals_a_cold_one(models, kind, case):
+    """The agent-step case: request 2 = request 1's prompt and answer + a tool result ("extends":
+    reuses the whole entry), or shares only part of the answer ("inside_answer": the GDN state
+    is restored from the snapshot kept at request 1's prompt boundary), or only the prompt's
+    whole blocks. Warm ids == cold ids, and exactly the expected positions are reused."""
+    lm = models(kind)
+    B = 8
+    cfg = GenerationConfig(max_new_tokens=20, threshold=0.5, block_size=B)
+    first = _prompt(21, seed=5)
+    engine = Engine(lm, cache_mb=512)
+    one = engine.generate(first, cfg)
+    (entry,) = engine.prefix_cache.entries
+    kept = list(entry.tokens)
+    boundary = len(first) // B * B  # 16: request 1's prompt boundary, where its GDN state was kept
+    assert one.finish_reason == "length" and one.stats.blocks == 4
+    assert kept[:len(first)] == first and len(kept) == boundary + 3 * B  # every block but the last committed
+    assert sorted(entry.states) == [boundary]
+    tool = _prompt(11, seed=6)
+    if case == "extends":
+        second, expected = first + list(one.token_ids) + tool, len(kept)
+    elif case == "inside_answer":
+        second, expected = kept[:boundary + B + 3] + tool, boundary
+    else:
+        second, expected = first[:boundary] + tool, boundary
+    warm = engine.generate(second, cfg)
+    cold = Engine(lm, cache_mb=0).generate(second, cfg)
+    assert warm.token_ids == cold.token_ids
+    assert warm.stats.steps_per_block == cold.stats.steps_per_block
+    assert warm.stats.reused_tokens == expected and cold.stats.reused_tokens == 0
+    assert warm.stats.prefilled_tokens == len(second) // B * B - expected
