@@ -150,3 +150,25 @@ def recompute_generate(model, prompt: list[int], *, mask_id: int, block: int, th
         out += seq[lo:end]
         start += block
     return out, steps_per_block
+
+
+def build_released_layout(directory: Path, *, seed: int = 0) -> Path:
+    """The Qwen3.5-MoE release's own file layout: a `qwen3_5_moe` config with the text model under
+    `text_config` (tiny_config's, AR) and a vision tower under `vision_config` (shrunk to one
+    block), weights saved by transformers' `Qwen3_5MoeForConditionalGeneration` (the released
+    architecture: `model.language_model.*`, `model.visual.*`, `lm_head`)."""
+    import torch
+    from transformers import Qwen3_5MoeConfig, Qwen3_5MoeForConditionalGeneration
+
+    from clover_cli.engine.loader import bundled_tiny_dir
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    text = {k: v for k, v in tiny_config("qwen3_5_moe", block_size=None).items() if k != "model_type"}
+    vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=SCALED["hidden_size"])
+    torch.manual_seed(seed)
+    model = Qwen3_5MoeForConditionalGeneration(Qwen3_5MoeConfig(text_config=text, vision_config=vision))
+    model.save_pretrained(str(directory))
+    for name in TOKENIZER_FILES:
+        shutil.copy(bundled_tiny_dir() / name, directory / name)
+    return directory

@@ -23,8 +23,8 @@ from clover_cli.engine.engine import Engine, configure_cpu_threads
 from clover_cli.engine.families import detect_family
 from clover_cli.engine.loader import load_model
 from clover_cli.engine.runtime import make_cache, snapshot_recurrent
-from hybrid_real import (EOS_ID, KINDS, MASK_ID, SCALED, SHAPE_KEYS, build, default_config,
-                         recompute_generate, tiny_config)
+from hybrid_real import (EOS_ID, KINDS, MASK_ID, SCALED, SHAPE_KEYS, build, build_released_layout,
+                         default_config, recompute_generate, tiny_config)
 
 DTYPE = "float64"  # rounding out of the way: equal ids mean equal algorithms
 
@@ -241,3 +241,28 @@ def test_warm_request_from_the_prefix_cache_equals_a_cold_one(models, kind, case
     assert warm.stats.steps_per_block == cold.stats.steps_per_block
     assert warm.stats.reused_tokens == expected and cold.stats.reused_tokens == 0
     assert warm.stats.prefilled_tokens == len(second) // B * B - expected
+
+
+def test_the_released_multimodal_file_layout_decodes_as_transformers(tmp_path):
+    """A directory laid out as the Qwen3.5-MoE release is (nested text_config, the vision tower's
+    weights beside the language model's) loads as the text model, vision weights left out, and
+    the engine's AR decode equals transformers' greedy generate with the released class."""
+    from transformers import Qwen3_5MoeForConditionalGeneration
+
+    path = build_released_layout(tmp_path / "m")
+    raw = json.loads((path / "config.json").read_text())
+    assert raw["model_type"] == "qwen3_5_moe" and raw["architectures"] == ["Qwen3_5MoeForConditionalGeneration"]
+    lm = load_model(str(path), dtype=DTYPE)
+    configure_cpu_threads(lm.model)
+    assert (lm.family.name, lm.family.recurrent) == ("ar", True)
+    assert type(lm.model).__name__ == "Qwen3_5MoeForCausalLM"
+    assert lm.context_window == 32768 and lm.eos_token_ids[0] == EOS_ID  # read from text_config
+    assert not any("visual" in name for name, _ in lm.model.named_parameters())
+    prompt = _prompt(9, seed=7)
+    got = Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=10))
+    released = Qwen3_5MoeForConditionalGeneration.from_pretrained(
+        str(path), dtype=torch.float64, experts_implementation="eager").eval()  # no float64 grouped_mm
+    with torch.inference_mode():
+        ref = released.generate(torch.tensor([prompt]), max_new_tokens=10, do_sample=False,
+                                eos_token_id=EOS_ID, pad_token_id=EOS_ID)[0, len(prompt):].tolist()
+    assert list(got.token_ids) == ref and len(ref) > 0
