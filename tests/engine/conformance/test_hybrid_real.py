@@ -104,8 +104,8 @@ def test_loaded_model_has_the_released_modules(models, kind):
     moe = layers[0].mlp
     assert moe.gate.top_k == (8 if kind == "qwen3_5_moe" else 10) and moe.experts.num_experts == 16
     assert moe.shared_expert_gate.out_features == 1
-    assert [type(l.linear_attn if hasattr(l, "linear_attn") else l.self_attn).__name__.endswith("GatedDeltaNet")
-            for l in layers] == [True, True, True, False]
+    assert [hasattr(layer, "linear_attn") and type(layer.linear_attn).__name__.endswith("GatedDeltaNet")
+            for layer in layers] == [True, True, True, False]
 
 
 def _hf_generate(lm, prompt: list[int], max_new: int) -> list[int]:
@@ -135,7 +135,8 @@ def test_ar_hybrid_equals_transformers_greedy_generate(models, kind, n):
     assert warm.stats.reused_tokens == n + len(got.token_ids) - 1  # all the first request ran
 
 
-QUICK = [("qwen3_5_moe", 8, 0.5, 13), ("qwen3_next", 8, 0.5, 13)]
+EOS_CASE = ("qwen3_next", 8, 0.95, 13)  # ends on a committed EOS inside its second block
+QUICK = [("qwen3_5_moe", 8, 0.5, 13), EOS_CASE]
 SLOW = [(kind, B, thr, n) for kind in KINDS for B in (4, 8, 32) for thr in (0.95, 0.5)
         for n in (5, 16, 21)]
 
@@ -152,6 +153,8 @@ def test_block_decoding_equals_uncached_recompute(models, kind, B, threshold, n)
                                     max_new=budget, eos_ids=set(lm.eos_token_ids))
     assert list(got.token_ids) == ids
     assert list(got.stats.steps_per_block) == steps
+    if (kind, B, threshold, n) == EOS_CASE:  # the EOS rule is exercised, not only the budget
+        assert got.finish_reason == "eos" and len(ids) < budget and ids[-1] == EOS_ID
 
 
 def _state(cache) -> list[torch.Tensor]:
