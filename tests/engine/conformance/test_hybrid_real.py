@@ -249,7 +249,8 @@ def test_warm_request_from_the_prefix_cache_equals_a_cold_one(models, kind, case
 def test_the_released_multimodal_file_layout_decodes_as_transformers(tmp_path):
     """A directory laid out as the Qwen3.5-MoE release is (nested text_config, the vision tower's
     weights beside the language model's) loads as the text model, vision weights left out, and
-    the engine's AR decode equals transformers' greedy generate with the released class."""
+    the engine's AR decode equals transformers' greedy generate with the released class; with a
+    mask_token_id and block_size added it block-decodes as the recompute reference."""
     from transformers import Qwen3_5MoeForConditionalGeneration
 
     path = build_released_layout(tmp_path / "m")
@@ -269,3 +270,11 @@ def test_the_released_multimodal_file_layout_decodes_as_transformers(tmp_path):
         ref = released.generate(torch.tensor([prompt]), max_new_tokens=10, do_sample=False,
                                 eos_token_id=EOS_ID, pad_token_id=EOS_ID)[0, len(prompt):].tolist()
     assert list(got.token_ids) == ref and len(ref) > 0
+    # the same layout made block-diffusion (mask_token_id and block_size beside text_config)
+    (path / "config.json").write_text(json.dumps(dict(raw, mask_token_id=MASK_ID, block_size=8)))
+    lm = load_model(str(path), dtype=DTYPE)
+    assert (lm.family.name, lm.block_size) == ("hybrid", 8)
+    got = Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=12, threshold=0.5))
+    ids, steps = recompute_generate(lm.model, prompt, mask_id=MASK_ID, block=8, threshold=0.5,
+                                    max_new=12, eos_ids=set(lm.eos_token_ids))
+    assert list(got.token_ids) == ids and list(got.stats.steps_per_block) == steps
