@@ -87,9 +87,8 @@ def detect_family(config: dict[str, Any], *, block_size: int | None = None) -> F
         if mask_id is None:
             if cfg_block is not None:
                 raise FamilyError(f"{model_type} config has block_size but no mask_token_id")
-            raise FamilyError(
-                f"{model_type} (Gated DeltaNet hybrid) without mask_token_id: only block-diffusion "
-                "hybrids are supported")
+            # a released (autoregressive) Qwen3.5 / Qwen3-Next: greedy decoding on the AR path
+            return Family("ar", False, model_type, recurrent=True)
         return Family("hybrid", True, model_type, int(mask_id), _block(32), recurrent=True)
     if mask_id is not None or cfg_block is not None:
         if mask_id is None:

@@ -145,11 +145,18 @@ def _eos_ids(config_dict: dict, model: Any, tokenizer: Any) -> tuple[int, ...]:
             ids.extend(int(v) for v in value if isinstance(v, int))
 
     add(config_dict.get("eos_token_id"))
+    add(_text_config(config_dict).get("eos_token_id"))  # a multimodal release keeps it there
     gen = getattr(model, "generation_config", None)
     if gen is not None:
         add(getattr(gen, "eos_token_id", None))
     add(getattr(tokenizer, "eos_token_id", None))
     return tuple(dict.fromkeys(ids))
+
+
+def _text_config(raw: dict) -> dict:
+    """The language model's part of a multimodal config (Qwen3.5's `text_config`), else {}."""
+    text = raw.get("text_config")
+    return text if isinstance(text, dict) else {}
 
 
 def _pick_dtype(dtype: Any, device: Any):
@@ -198,7 +205,7 @@ def _load_directory(directory: Path, name: str, *, device: Any, dtype: Any,
         raise ModelLoadError(f"{name}: bad config for {family.hf_model_type}: {_one_line(exc)}") from None
     torch_dtype = _pick_dtype(dtype, device)
     extra: dict[str, Any] = {}
-    if torch_dtype == torch.float64 and raw.get("num_experts"):
+    if torch_dtype == torch.float64 and (raw.get("num_experts") or _text_config(raw).get("num_experts")):
         extra["experts_implementation"] = "eager"  # grouped_mm has no float64 kernel
     try:
         with _quiet_transformers():
@@ -248,7 +255,8 @@ def _finish(directory: Path, name: str, raw: dict, family: Family, model: Any,
     model.eval()
     return LoadedModel(name=name, model=model, tokenizer=tokenizer, family=family, path=directory,
                        eos_token_ids=_eos_ids(raw, model, tokenizer),
-                       context_window=int(raw.get("max_position_embeddings") or 4096))
+                       context_window=int(raw.get("max_position_embeddings")
+                                          or _text_config(raw).get("max_position_embeddings") or 4096))
 
 
 def _load_gguf(path: Path, name: str, *, device: Any, dtype: Any) -> LoadedModel:
