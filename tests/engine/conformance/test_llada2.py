@@ -54,6 +54,25 @@ def test_llada2_matches_its_reference(llada2, threshold, n, seed):
     assert list(ours.token_ids) == ref
 
 
+@pytest.mark.parametrize("budget,n,seed,threshold", [  # each case differs on a one-per-step rule
+    (5, 32, 1, 0.95),
+    pytest.param(8, 6, 5, 0.95, marks=pytest.mark.slow),
+    pytest.param(8, 32, 1, 0.95, marks=pytest.mark.slow),
+    pytest.param(16, 40, 2, 0.95, marks=pytest.mark.slow),
+    pytest.param(31, 10, 4, 0.95, marks=pytest.mark.slow),  # two blocks, both on the 31-step schedule
+    pytest.param(31, 40, 2, 0.95, marks=pytest.mark.slow)])
+def test_llada2_small_budgets_follow_its_step_schedule(llada2, budget, n, seed, threshold):
+    """A budget under 32 caps the reference's steps per block at the budget, so each step commits
+    at least its share of the block (budget 5: 7, 7, 6, 6, 6; engine/transfer_schedule.py)."""
+    lm = llada2[1]
+    prompt = _prompt(n, seed)
+    ours = Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=budget, threshold=threshold))
+    ref = llada2_generate(lm.model, prompt, mask_id=MASK, gen_length=budget, block_length=32,
+                          steps=32, threshold=threshold, eos_id=EOS)
+    assert list(ours.token_ids) == ref
+    assert all(s <= budget for s in ours.stats.steps_per_block)
+
+
 def test_the_llada2_cases_are_not_vacuous(llada2):
     """Some prompts end on EOS inside the budget, and 0.5 commits several tokens per step."""
     lm = llada2[1]
