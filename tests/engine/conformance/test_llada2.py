@@ -105,6 +105,34 @@ def test_missing_or_misshaped_tensor_is_one_line(llada2, tmp_path, clover, case,
     assert ("missing weights" in lines[0]) if case == "missing" else ("shape mismatch" in lines[0])
 
 
+@pytest.mark.parametrize("scaling,refused", [
+    ({"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8192}, "'yarn'"),
+    ({"rope_type": "linear", "factor": 2.0}, "'linear'"),
+    ({"rope_type": "dynamic", "factor": 2.0}, "'dynamic'"),
+    ({"rope_type": "default"}, None), (None, None)], ids=["yarn", "linear", "dynamic", "default", "none"])
+def test_llada2_refuses_a_rope_scaling_it_does_not_implement(llada2, tmp_path, scaling, refused):
+    """Our module has the default rotary only (the released configs carry no rope_scaling); any
+    other type is one ModelLoadError line naming it, raised before a weight is read."""
+    import json
+
+    from clover_cli.engine.loader import ModelLoadError
+
+    d = tmp_path / "m"
+    d.mkdir()
+    for f in llada2[0].iterdir():
+        if f.name != "config.json":
+            (d / f.name).symlink_to(f)
+    raw = json.loads((llada2[0] / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps(dict(raw, rope_scaling=scaling)))
+    if refused is None:
+        assert load_model(str(d), dtype="float64").family.name == "llada2"
+        return
+    with pytest.raises(ModelLoadError) as err:
+        load_model(str(d), dtype="float64")
+    message = str(err.value)
+    assert "\n" not in message and f"rope_scaling type {refused} is not supported" in message
+
+
 def test_dream_and_llada1_are_refused_with_the_reason():
     from clover_cli.engine.families import FamilyError, detect_family
 
