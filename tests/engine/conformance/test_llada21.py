@@ -44,7 +44,7 @@ def _edit_cfg(budget, threshold, editing_threshold, post=16, **kw):
     pytest.param(40, 2, 40, 0.7, 0.5, 16, marks=pytest.mark.slow),  # the model card's Q mode
     pytest.param(40, 2, 40, 0.5, 0.3, 16, marks=pytest.mark.slow),  # two blocks
     pytest.param(10, 4, 40, 0.95, 0.9, 16, marks=pytest.mark.slow),  # the generate's defaults
-    pytest.param(5, 0, 40, 0.5, 0.5, 0, marks=pytest.mark.slow),  # edits only while filling
+    pytest.param(10, 4, 40, 0.95, 0.5, 0, marks=pytest.mark.slow),  # edits only while filling
     pytest.param(32, 1, 40, 0.95, 0.5, 3, marks=pytest.mark.slow)])
 def test_llada21_editing_matches_its_reference(llada2, n, seed, budget, threshold, editing_threshold,
                                                post):
@@ -122,3 +122,26 @@ def test_editing_is_refused_for_other_families():
     lm = load_model("tiny")
     with pytest.raises(ValueError, match="LLaDA2.1's decode; this is a clover checkpoint"):
         Engine(lm).generate([1, 2, 3], GenerationConfig(max_new_tokens=4, editing=True))
+
+
+def test_clover_generate_switches_editing(llada2, clover):
+    """`--edit --editing-threshold X --max-post-steps N` reach the engine; `--edit` on a model
+    without an editing decode is one error line, exit 2."""
+    import json
+
+    prompt = _prompt(5, 0)
+    text = " ".join(f"t{i}" for i in prompt)
+    out = clover("generate", "--model", str(llada2[0]), "--raw", "--no-token-healing", "--prompt", text,
+                 "--max-new-tokens", "12", "--threshold", "0.5", "--edit", "--editing-threshold", "0.5",
+                 "--max-post-steps", "16", "--json")
+    assert out.exit_code == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["prompt_ids"] == prompt
+    want = Engine(llada2[1]).generate(prompt, _edit_cfg(12, 0.5, 0.5))
+    assert got["token_ids"] == list(want.token_ids)
+    plain = Engine(llada2[1]).generate(prompt, GenerationConfig(max_new_tokens=12, threshold=0.5))
+    assert got["steps_per_block"] != list(plain.stats.steps_per_block)  # the editing decode ran
+    bad = clover("generate", "--model", "tiny", "--raw", "--prompt", "def f", "--max-new-tokens", "4",
+                 "--edit")
+    lines = bad.stderr.strip().splitlines()
+    assert bad.exit_code == 2 and len(lines) == 1 and "token editing is LLaDA2.1's decode" in lines[0]
