@@ -28,6 +28,7 @@ from .runtime import (DecodeMasks, ForwardRunner, TextStreamer, attention_layer_
                       block_causal_mask, crop_attention, find_stop, has_recurrent, hidden_token_ids,
                       make_cache, reserve_cache, restore_recurrent, snapshot_recurrent)
 from .selection import select
+from .transfer_schedule import at_least, transfer_schedule
 
 PREFILL_CHUNK_TOKENS = 1024  # a long prompt never needs one giant attention matrix
 
@@ -55,6 +56,8 @@ class BlockDecoder:
         self.first_token_rule = family.first_token_rule
         self.sub = min(self.B, cfg.sub_block_size or family.sub_block or self.B)
         self.mask_in_softmax = family.mask_in_softmax
+        # LLaDA2: a budget under its 32 steps makes each step commit more (transfer_schedule.py)
+        self.schedule = transfer_schedule(self.B, family.steps, cfg.max_new_tokens)
         # a hybrid fuses only when every GDN layer can split its input (recurrent_split.py); the
         # first-token rule needs the commit's logits before the next block's first step
         self.fuse = (fuse_commit and not self.first_token_rule
@@ -237,9 +240,12 @@ class BlockDecoder:
                 if self.healing is not None and block_index == 0 and bool(masked[fixed]):
                     logits = logits.clone()  # the first generated token continues the prompt's text
                     logits[fixed] = self.healing.constrain(logits[fixed])
-                tokens, _, commit = select(logits, self._selectable(live), cfg.threshold,
-                                           cfg.temperature, self.mask_id, self.generator, cfg.top_p,
-                                           mask_in_softmax=self.mask_in_softmax)
+                tokens, confidence, commit = select(
+                    logits, self._selectable(live), cfg.threshold, cfg.temperature, self.mask_id,
+                    self.generator, cfg.top_p, mask_in_softmax=self.mask_in_softmax)
+                if self.schedule is not None:
+                    share = self.schedule[min(steps, len(self.schedule) - 1)]
+                    commit = at_least(commit, confidence, self._selectable(live), cfg.threshold, share)
                 block = torch.where(commit, tokens, block)
                 masked = masked & ~commit
                 steps += 1

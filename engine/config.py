@@ -34,6 +34,11 @@ class GenerationConfig:
     # speed-up that changes tokens (off by default; `clover bench` measures it against the exact
     # default): once an EOS is committed, never select positions after it
     eos_confine: bool = False
+    # LLaDA2.1 token editing (engine/edit_decode.py): None = the checkpoint's own (on for a
+    # LLaDA2.1 release, off otherwise); the threshold and post-fill steps are its generate's defaults
+    editing: bool | None = None
+    editing_threshold: float = 0.9
+    max_post_steps: int = 16
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
@@ -51,4 +56,8 @@ class GenerationConfig:
             raise ValueError("sub_block_size must be between 1 and 1024")
         if self.prefill_chunk_blocks is not None and self.prefill_chunk_blocks < 1:
             raise ValueError("prefill_chunk_blocks must be >= 1")
+        if not 0.0 <= self.editing_threshold <= 1.0:
+            raise ValueError(f"editing_threshold must be in [0, 1], got {self.editing_threshold}")
+        if self.max_post_steps < 0:
+            raise ValueError("max_post_steps must be >= 0")
         self.stop = tuple(self.stop)

@@ -9,6 +9,7 @@ from typing import Iterator
 from .ar_decode import ARDecoder
 from .block_decode import BlockDecoder
 from .config import GenerationConfig
+from .edit_decode import EditDecoder, editing_wanted
 from .events import GenerationResult
 from .healing import heal_prompt
 from .prefix_cache import PrefixCache, default_budget_bytes
@@ -77,7 +78,10 @@ class Engine:
         healing = heal_prompt(self.lm, list(prompt_ids)) if cfg.token_healing else None
         ids = list(healing.prompt_ids) if healing else list(prompt_ids)
         prefix = self.prefix_cache if reuse and self.prefix_cache.budget > 0 else None
-        if self.lm.is_diffusion and (cfg.block_size or self.lm.block_size) >= 1:
+        if self.lm.is_diffusion and editing_wanted(self.lm, cfg):  # LLaDA2.1 (edit_decode.py)
+            decoder = EditDecoder(self.lm, ids, cfg, cancel, fuse_commit=self.fuse_commit,
+                                  healing=healing, prefix=prefix)
+        elif self.lm.is_diffusion and (cfg.block_size or self.lm.block_size) >= 1:
             decoder = BlockDecoder(self.lm, ids, cfg, cancel, fuse_commit=self.fuse_commit,
                                    healing=healing, prefix=prefix)
         else:

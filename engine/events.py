@@ -13,6 +13,7 @@ class DenoiseStep:
     token_ids: tuple[int, ...]  # the block's generated positions (prompt tail excluded)
     masked: tuple[bool, ...]  # True where the position is still masked
     committed_now: int  # how many positions this step committed
+    edited: int = 0  # committed positions this step rewrote (LLaDA2.1 token editing)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,8 @@ class Family:
     #   checkpoint's EOS ids)
     mask_in_softmax: bool = False  # confidence = softmax over every logit, mask token's included
     #   (the mask is still never a prediction); False: its logit is dropped first (ours)
+    steps: int | None = None  # the reference's denoise steps per block (LLaDA2: 32, capped at the
+    #   budget): step i commits at least its share of the block (engine/transfer_schedule.py)
 
 
 # model types transformers can run autoregressively here (checked at load time too)
@@ -82,7 +84,7 @@ def detect_family(config: dict[str, Any], *, block_size: int | None = None) -> F
         eos = config.get("eos_token_id")
         return Family("llada2", True, "llada2_moe", int(mask_id if mask_id is not None else 156895),
                       _block(32), stop_ids=(int(eos) if isinstance(eos, int) else 156892,),
-                      mask_in_softmax=True)
+                      mask_in_softmax=True, steps=32)
     if model_type in HYBRID_MODEL_TYPES:
         if mask_id is None:
             if cfg_block is not None:

@@ -231,12 +231,15 @@ def _load_directory(directory: Path, name: str, *, device: Any, dtype: Any,
 def _load_own(module: str, directory: Path, name: str, raw: dict, dtype: Any, device: Any):
     """A network written here (engine/models/qwen.py or llada2.py) with its weights; one
     ModelLoadError line for weights that do not fit the config or cannot be read."""
+    unsupported: Any = ()  # catches nothing
     if module == "qwen":
         from .models.qwen import load_qwen as load
     else:
-        from .models.llada2 import load_llada2 as load
+        from .models.llada2 import UnsupportedConfig as unsupported, load_llada2 as load
     try:
         return load(directory, raw, _pick_dtype(dtype, device))
+    except unsupported as exc:  # a config key it does not implement (rope_scaling, router)
+        raise ModelLoadError(f"{name}: {_one_line(exc)}") from None
     except (ValueError, KeyError, TypeError) as exc:
         raise ModelLoadError(f"{name}: checkpoint does not match its config: {_one_line(exc)}") from None
     except Exception as exc:  # noqa: BLE001 - a corrupt or unreadable safetensors file

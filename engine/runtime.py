@@ -209,13 +209,16 @@ class ForwardRunner:
     def __call__(self, input_ids: torch.Tensor, position_ids: torch.Tensor, cache: Any,
                  attention_mask: torch.Tensor | None, logits_to_keep: int = 0,
                  count: bool = True) -> torch.Tensor:
-        """input_ids, position_ids: [T] -> logits [K, V] (float32), K = T or logits_to_keep."""
+        """input_ids, position_ids: [T] -> logits [K, V] (float32; float64 for a float64 model, as
+        the conformance references keep them), K = T or logits_to_keep."""
         start = time.perf_counter()
         with torch.inference_mode():
             out = self.model(input_ids=input_ids[None], position_ids=position_ids[None],
                              attention_mask=attention_mask, cache=cache, use_cache=True,
                              logits_to_keep=logits_to_keep)
-        logits = out.logits[0].float()  # [K, V]
+        logits = out.logits[0]  # [K, V]
+        if logits.dtype != torch.float64:
+            logits = logits.float()
         if logits.is_cuda:
             torch.cuda.synchronize(logits.device)
         if count:

@@ -73,8 +73,11 @@ def _greedy_rows(logits: torch.Tensor, masked: torch.Tensor, rows: torch.Tensor,
 
 def _greedy_full_softmax(logits: torch.Tensor, masked: torch.Tensor, rows: torch.Tensor,
                          threshold: float, mask_token_id: int):
-    """Greedy selection whose confidence is the probability under the softmax of all logits."""
-    x = logits.index_select(0, rows).float()  # [R, V]
+    """Greedy selection whose confidence is the probability under the softmax of all logits
+    (float32, or float64 for a float64 model: the references' own precision there; a float32
+    softmax over 157K logits moves a 0.94999905 across a 0.95 threshold)."""
+    x = logits.index_select(0, rows)
+    x = x if x.dtype == torch.float64 else x.float()  # [R, V]
     probs = torch.softmax(x, dim=-1)
     x[:, mask_token_id] = float("-inf")
     tok = x.argmax(dim=-1)  # [R] (the first index of a tie, as torch's argmax)
@@ -84,7 +87,7 @@ def _greedy_full_softmax(logits: torch.Tensor, masked: torch.Tensor, rows: torch
         hit[int(conf.argmax())] = True  # first most confident masked position
     n = masked.shape[0]
     tokens = torch.zeros(n, dtype=torch.long, device=logits.device)
-    confidence = torch.zeros(n, dtype=torch.float32, device=logits.device)
+    confidence = torch.zeros(n, dtype=conf.dtype, device=logits.device)
     commit = torch.zeros_like(masked)
     tokens[rows], confidence[rows], commit[rows] = tok, conf, hit
     return tokens, confidence, commit

@@ -77,11 +77,18 @@ def load_or_exit(spec, **kwargs):
                    "(default: the family's own; Fast-dLLM v2: 8, others: the whole block).")
 @click.option("--eos-confine", is_flag=True,
               help="Speed-up that can change tokens: never select positions after a committed EOS.")
+@click.option("--edit/--no-edit", "editing", default=None,
+              help="LLaDA2.1 token editing: committed tokens of the current block may be rewritten "
+                   "(default: on for a checkpoint named LLaDA2.1, off otherwise).")
+@click.option("--editing-threshold", type=click.FloatRange(0.0, 1.0), default=0.9, show_default=True,
+              help="With editing: rewrite a committed token whose new prediction is above this.")
+@click.option("--max-post-steps", type=click.IntRange(0), default=16, show_default=True,
+              help="With editing: editing-only steps after a block has no mask left.")
 @click.option("--offline", is_flag=True, help="Never download an hf: model (as HF_HUB_OFFLINE=1).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of streaming text.")
 def generate(model_spec, prompt, prompt_file, raw, max_new_tokens, block_size, threshold, temperature,
              top_p, seed, stop, repetition_penalty, progressive_ending, token_healing, sub_block,
-             eos_confine, offline, as_json) -> None:
+             eos_confine, editing, editing_threshold, max_post_steps, offline, as_json) -> None:
     """Decode a prompt with the engine (block diffusion or AR) and stream it as blocks commit."""
     if (prompt is None) == (prompt_file is None):
         raise click.UsageError("give exactly one of --prompt or --prompt-file")
@@ -107,10 +114,16 @@ def generate(model_spec, prompt, prompt_file, raw, max_new_tokens, block_size, t
                            temperature=temperature, top_p=top_p, seed=seed, stop=tuple(stop),
                            repetition_penalty=repetition_penalty, progressive_ending=progressive_ending,
                            token_healing=raw if token_healing is None else token_healing,
-                           sub_block_size=sub_block, eos_confine=eos_confine)
+                           sub_block_size=sub_block, eos_confine=eos_confine, editing=editing,
+                           editing_threshold=editing_threshold, max_post_steps=max_post_steps)
+    try:
+        events = Engine(lm).stream(prompt_ids, cfg)
+    except ValueError as exc:  # settings this model's decode does not take (token editing)
+        click.echo(f"clover: error: {exc}", err=True)
+        sys.exit(2)
     result = None
     try:
-        for event in Engine(lm).stream(prompt_ids, cfg):
+        for event in events:
             if isinstance(event, BlockCommitted) and not as_json:
                 sys.stdout.write(event.text)
                 sys.stdout.flush()

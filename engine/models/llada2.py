@@ -158,6 +158,26 @@ class LLaDA2MoE(OwnNetwork, nn.Module):
         return SimpleNamespace(logits=self.lm_head(x))
 
 
+class UnsupportedConfig(ValueError):
+    """A config.json this module does not implement (one line naming the key and its value)."""
+
+
+# rope_scaling: the reference builds its rotary embedding from transformers' ROPE_INIT_FUNCTIONS
+# by `rope_type` (or the older `type`); the released LLaDA2.0/2.1 configs carry none. This module
+# implements the default rotary only, so any other type is refused by name, never run wrong.
+ROPE_TYPES = ("default",)
+
+
+def _check_rope(raw: dict[str, Any]) -> None:
+    scaling = raw.get("rope_scaling")
+    if scaling is None:
+        return
+    kind = scaling.get("rope_type", scaling.get("type")) if isinstance(scaling, dict) else scaling
+    if kind not in ROPE_TYPES:
+        raise UnsupportedConfig(f"llada2_moe rope_scaling type {kind!r} is not supported (supported: "
+                                "none or 'default'; the released LLaDA2 checkpoints use none)")
+
+
 def _defaults(raw: dict[str, Any]) -> dict[str, Any]:
     c = dict(use_qkv_bias=False, use_bias=False, use_qk_norm=True, partial_rotary_factor=0.5,
              first_k_dense_replace=0, num_shared_experts=0, n_group=1, topk_group=1,
@@ -165,8 +185,9 @@ def _defaults(raw: dict[str, Any]) -> dict[str, Any]:
              num_experts=0, num_experts_per_tok=1, moe_intermediate_size=0)
     c.update({k: v for k, v in raw.items() if v is not None})
     c.setdefault("head_dim", c["hidden_size"] // c["num_attention_heads"])
+    _check_rope(c)
     if c.get("score_function", "sigmoid") != "sigmoid":
-        raise ValueError(f"llada2_moe router score_function {c['score_function']!r} is not supported")
+        raise UnsupportedConfig(f"llada2_moe router score_function {c['score_function']!r} is not supported")
     return c
 
 

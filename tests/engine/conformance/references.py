@@ -7,6 +7,8 @@ same. Sources:
 - SDAR: JetAstra/SDAR `generate.py`, `block_diffusion_generate` with
   `remasking_strategy='low_confidence_dynamic'` and `denoising_steps = block_length` (one forced
   commit per step), stopping after the block in which a stop id appears.
+- LLaDA2.0 / 2.1: inclusionAI's `generate` in the checkpoints' modeling_llada2_moe.py (as
+  mirrored in the public dllm repository, pipelines/llada2 and pipelines/llada21).
 - Fast-dLLM v2: NVlabs/Fast-dLLM v2 `Fast_dLLM_QwenForCausalLM.batch_sample` (the checkpoint's
   generation code): logits shifted by one inside the block, sub-blocks of `small_block_size`,
   the finished block's forward gives the next block's first token by argmax, stop_token only.
@@ -134,5 +136,52 @@ def llada2_generate(model, prompt: list[int], *, mask_id: int, gen_length: int, 
                 chosen = conf.topk(min(schedule[step], len(masked))).indices.tolist()
             for j in chosen:
                 x[lo + j] = int(x0[j])
+    out = x[n:n + gen_length]
+    return out[:out.index(eos_id) + 1] if eos_id in out else out
+
+
+def llada21_generate(model, prompt: list[int], *, mask_id: int, gen_length: int, block_length: int,
+                     threshold: float, editing_threshold: float, max_post_steps: int, eos_id: int,
+                     edits: list | None = None) -> list[int]:
+    """inclusionAI LLaDA2.1 `generate` (greedy, num_to_transfer 1, eos_early_stop off): per block,
+    loop: a step that starts with no mask counts a post step and the loop ends past
+    max_post_steps; the step commits the masked positions above `threshold` (else the most
+    confident one) and rewrites every position that was neither masked at the step's start nor
+    prompt whose argmax differs with probability above `editing_threshold`; the loop ends after a
+    step that started with no mask and rewrote nothing. Output cut after the first EOS.
+    edits: when a list, (block, step, position, old, new) is appended for every rewrite."""
+    n = len(prompt)
+    num_blocks = (n + gen_length + block_length - 1) // block_length
+    x = list(prompt) + [mask_id] * (num_blocks * block_length - n)
+    for b in range(n // block_length, num_blocks):
+        lo, hi = b * block_length, (b + 1) * block_length
+        post, step = 0, 0
+        while True:
+            before = x[lo:hi]
+            was_masked = [t == mask_id for t in before]
+            if not any(was_masked):
+                post += 1
+            if post > max_post_steps:
+                break
+            logits = _logits(model, x[:hi], block_length)[lo:hi]
+            probs = torch.softmax(logits, dim=-1)
+            x0 = logits.argmax(dim=-1)
+            p0 = probs.gather(1, x0[:, None])[:, 0]
+            write = set()
+            if any(was_masked):
+                conf = torch.where(torch.tensor(was_masked), p0, torch.tensor(float("-inf"), dtype=p0.dtype))
+                high = [j for j in range(block_length) if was_masked[j] and float(conf[j]) > threshold]
+                write.update(high if high else [int(conf.topk(1).indices[0])])
+            rewritten = [j for j in range(block_length)
+                         if not was_masked[j] and lo + j >= n and int(x0[j]) != before[j]
+                         and float(p0[j]) > editing_threshold]
+            write.update(rewritten)
+            for j in sorted(write):
+                if edits is not None and j in rewritten:
+                    edits.append((b, step, j, before[j], int(x0[j])))
+                x[lo + j] = int(x0[j])
+            step += 1
+            if not any(was_masked) and not rewritten:
+                break
     out = x[n:n + gen_length]
     return out[:out.index(eos_id) + 1] if eos_id in out else out

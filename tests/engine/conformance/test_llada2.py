@@ -54,6 +54,25 @@ def test_llada2_matches_its_reference(llada2, threshold, n, seed):
     assert list(ours.token_ids) == ref
 
 
+@pytest.mark.parametrize("budget,n,seed,threshold", [  # each case differs on a one-per-step rule
+    (5, 32, 1, 0.95),
+    pytest.param(8, 6, 5, 0.95, marks=pytest.mark.slow),
+    pytest.param(8, 32, 1, 0.95, marks=pytest.mark.slow),
+    pytest.param(16, 40, 2, 0.95, marks=pytest.mark.slow),
+    pytest.param(31, 10, 4, 0.95, marks=pytest.mark.slow),  # two blocks, both on the 31-step schedule
+    pytest.param(31, 40, 2, 0.95, marks=pytest.mark.slow)])
+def test_llada2_small_budgets_follow_its_step_schedule(llada2, budget, n, seed, threshold):
+    """A budget under 32 caps the reference's steps per block at the budget, so each step commits
+    at least its share of the block (budget 5: 7, 7, 6, 6, 6; engine/transfer_schedule.py)."""
+    lm = llada2[1]
+    prompt = _prompt(n, seed)
+    ours = Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=budget, threshold=threshold))
+    ref = llada2_generate(lm.model, prompt, mask_id=MASK, gen_length=budget, block_length=32,
+                          steps=32, threshold=threshold, eos_id=EOS)
+    assert list(ours.token_ids) == ref
+    assert all(s <= budget for s in ours.stats.steps_per_block)
+
+
 def test_the_llada2_cases_are_not_vacuous(llada2):
     """Some prompts end on EOS inside the budget, and 0.5 commits several tokens per step."""
     lm = llada2[1]
@@ -84,6 +103,34 @@ def test_missing_or_misshaped_tensor_is_one_line(llada2, tmp_path, clover, case,
     lines = out.stderr.strip().splitlines()
     assert out.exit_code == 2 and out.stdout == "" and len(lines) == 1 and lines[0].startswith("clover: error:")
     assert ("missing weights" in lines[0]) if case == "missing" else ("shape mismatch" in lines[0])
+
+
+@pytest.mark.parametrize("scaling,refused", [
+    ({"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8192}, "'yarn'"),
+    ({"rope_type": "linear", "factor": 2.0}, "'linear'"),
+    ({"rope_type": "dynamic", "factor": 2.0}, "'dynamic'"),
+    ({"rope_type": "default"}, None), (None, None)], ids=["yarn", "linear", "dynamic", "default", "none"])
+def test_llada2_refuses_a_rope_scaling_it_does_not_implement(llada2, tmp_path, scaling, refused):
+    """Our module has the default rotary only (the released configs carry no rope_scaling); any
+    other type is one ModelLoadError line naming it, raised before a weight is read."""
+    import json
+
+    from clover_cli.engine.loader import ModelLoadError
+
+    d = tmp_path / "m"
+    d.mkdir()
+    for f in llada2[0].iterdir():
+        if f.name != "config.json":
+            (d / f.name).symlink_to(f)
+    raw = json.loads((llada2[0] / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps(dict(raw, rope_scaling=scaling)))
+    if refused is None:
+        assert load_model(str(d), dtype="float64").family.name == "llada2"
+        return
+    with pytest.raises(ModelLoadError) as err:
+        load_model(str(d), dtype="float64")
+    message = str(err.value)
+    assert "\n" not in message and f"rope_scaling type {refused} is not supported" in message
 
 
 def test_dream_and_llada1_are_refused_with_the_reason():

@@ -1,0 +1,180 @@
+"""LLaDA2.1's decode with token editing (docs/engine.md, "Token editing (LLaDA2.1)").
+
+LLaDA2.1 (inclusionAI, "LLaDA2.1: Speeding Up Text Diffusion via Token Editing", 2026) keeps
+LLaDA2.0's network and adds token-to-token editing to its mask-to-token decode. Learned from its
+released `generate` (the checkpoint's modeling_llada2_moe.py, as mirrored in the public dllm
+repository's pipelines/llada21); written here, not copied. Each step of a block runs the block and
+takes every position's greedy token and its probability (softmax over all logits):
+- mask to token: every masked position above `threshold` commits, else the most confident one
+  (the plain rule; the reference's `num_to_transfer` is 1);
+- token to token: every position that was already committed when the step began, outside the
+  prompt, whose greedy token differs from its token with probability above `editing_threshold`,
+  is rewritten;
+- once no mask is left, up to `max_post_steps` more steps may only edit; the block is final after
+  the first step that starts with no mask and edits nothing, or when that budget is spent.
+Nothing before the current block ever changes, so a finished block is written to the cache as
+in engine/block_decode.py (fused with the next block's first step), and prefix reuse
+(engine/prefix_cache.py) works unchanged: the cache holds the final tokens. Unlike LLaDA2.0 a
+committed EOS can still be edited away, so a block always runs to its end; generation stops
+after a final block that holds an EOS inside the budget (the reference's output, cut after its
+first EOS, is the same with or without its `eos_early_stop`).
+"""
+from __future__ import annotations
+
+import re
+import time
+from typing import Iterator
+
+import torch
+
+from .block_decode import BlockDecoder
+from .events import BlockCommitted, DenoiseStep
+from .processors import process_logits, repeated_block
+from .runtime import find_stop, snapshot_recurrent
+
+# how a LLaDA2.1 release is named: its config.json is LLaDA2.0's (model_type llada2_moe, the same
+# network and keys), so the checkpoint is told apart by its name or path (an hf: download sits
+# under models--inclusionAI--LLaDA2.1-mini/...)
+LLADA21_NAME = re.compile(r"llada[-_]?2[._]1(?![0-9])", re.IGNORECASE)
+
+
+def is_llada21(lm) -> bool:
+    """True for a llada2_moe checkpoint whose name or directory names a LLaDA2.1 release."""
+    if lm.family.name != "llada2":
+        return False
+    return any(LLADA21_NAME.search(str(s)) for s in (lm.name, lm.path) if s)
+
+
+def editing_wanted(lm, cfg) -> bool:
+    """Whether this request decodes with token editing: GenerationConfig.editing, or by default
+    the checkpoint's own (LLaDA2.1). ValueError (one line) when editing is asked of a family
+    that has no editing decode or with settings it does not take."""
+    on = is_llada21(lm) if cfg.editing is None else cfg.editing
+    if not on:
+        return False
+    if lm.family.name != "llada2":
+        raise ValueError(f"token editing is LLaDA2.1's decode; this is a {lm.family.name} checkpoint")
+    if cfg.temperature > 0:
+        raise ValueError("token editing (LLaDA2.1) decodes greedily here; use temperature 0 or --no-edit")
+    if cfg.eos_confine or cfg.sub_block_size:
+        raise ValueError("--eos-confine and --sub-block do not apply to token editing (LLaDA2.1)")
+    return True
+
+
+class EditDecoder(BlockDecoder):
+    """One generation with LLaDA2.1's token editing; iterate `run()` for events. Forwards, cache,
+    prefill, prefix reuse and the result are BlockDecoder's; only the per-block loop differs."""
+
+    def _predict(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """logits [B, V] -> (greedy token [B], its probability under the softmax of all logits
+        [B]); the mask token is never a prediction (its logit stays in the softmax)."""
+        x = logits if logits.dtype == torch.float64 else logits.float()
+        probs = torch.softmax(x, dim=-1)  # [B, V]
+        x = x.clone()
+        x[:, self.mask_id] = float("-inf")
+        tokens = x.argmax(dim=-1)  # [B]
+        return tokens, probs.gather(1, tokens[:, None])[:, 0]
+
+    def _decode(self, cache, start: int, carry, recurrent_cache: bool, states: dict, t0: float):
+        cfg, B = self.cfg, self.B
+        n = len(self.prompt)
+        limit = n + cfg.max_new_tokens
+        self._last_row = carry
+        generated: list[int] = []
+        blocks: list[tuple[int, ...]] = []
+        steps_per_block: list[int] = []
+        pending = None
+        finish = "length"
+        block_index = 0
+        while start < limit:
+            fixed = max(0, n - start)  # prompt tail inside this block: never edited
+            block = torch.full((B,), self.mask_id, dtype=torch.long, device=self.device)
+            if fixed:
+                block[:fixed] = torch.tensor(self.prompt[start:n], device=self.device)
+            end = min(B, limit - start)  # the output is cut here; the whole block is decoded
+            masked = torch.zeros(B, dtype=torch.bool, device=self.device)
+            masked[fixed:] = True
+            saved = snapshot_recurrent(cache) if recurrent_cache else None
+            if saved is not None and block_index == 0:
+                states[start] = saved
+            steps = 0
+            for event in self._block_steps(block, masked, fixed, end, start, cache, saved, pending,
+                                           generated, block_index):
+                if isinstance(event, DenoiseStep):
+                    steps = event.step
+                    yield event
+                else:
+                    block, finish = event
+            pending = None
+            steps_per_block.append(steps)
+            if finish == "cancelled":
+                break
+            out = block[fixed:end].tolist()
+            eos_at = next((i for i, t in enumerate(out) if t in self.eos), -1)
+            new = out[:eos_at + 1] if eos_at >= 0 else out
+            generated.extend(new)
+            blocks.append(tuple(new))
+            if not self.first_block_seconds:
+                self.first_block_seconds = time.perf_counter() - t0
+            yield BlockCommitted(block_index, tuple(new), self.streamer.delta(generated))
+            if eos_at >= 0:
+                finish = "eos"
+                break
+            if cfg.stop and find_stop(self.streamer.text_of(generated), cfg.stop) >= 0:
+                finish = "stop"
+                break
+            if cfg.repetition_penalty > 1.0 and repeated_block(blocks, self.eos):
+                finish = "repetition"
+                break
+            if start + B >= limit:
+                break
+            carry, pending = self._commit(block, start, cache, with_next=self.fuse)
+            self._last_row = carry
+            start += B
+            block_index += 1
+        yield self._result(generated, finish, steps_per_block, t0)
+
+    def _block_steps(self, block, masked, fixed, end, start, cache, saved, pending, generated,
+                     block_index) -> Iterator:
+        """The steps of one block: DenoiseStep events, then (final block, finish) once."""
+        cfg = self.cfg
+        editable_area = torch.ones_like(masked)
+        editable_area[:fixed] = False
+        post = 0
+        steps = 0
+        while True:
+            filling = bool(masked.any())
+            if not filling:
+                post += 1
+                if post > cfg.max_post_steps:
+                    break
+            if self.cancel is not None and self.cancel.is_set():
+                yield block, "cancelled"
+                return
+            logits = pending if pending is not None else self._denoise(block, start, cache, saved)
+            pending = None
+            if self.processing:
+                recent = generated + block[fixed:end][~masked[fixed:end]].tolist()
+                logits = process_logits(logits, cfg, recent=recent, generated=len(recent),
+                                        eos_ids=self.eos)
+            if self.healing is not None and block_index == 0:
+                logits = logits.clone()  # the first generated token continues the prompt's text
+                logits[fixed] = self.healing.constrain(logits[fixed])
+            tokens, conf = self._predict(logits)
+            commit = torch.zeros_like(masked)
+            if filling:
+                commit = masked & (conf > cfg.threshold)
+                if not bool(commit.any()):
+                    best = torch.where(masked, conf, torch.full_like(conf, float("-inf")))
+                    commit[int(best.argmax())] = True
+            edit = (~masked & editable_area & (tokens != block)
+                    & (conf > cfg.editing_threshold))
+            block = torch.where(commit | edit, tokens, block)
+            masked = masked & ~commit
+            steps += 1
+            yield DenoiseStep(block_index, steps, tuple(block[fixed:end].tolist()),
+                              tuple(masked[fixed:end].tolist()), int(commit.sum()),
+                              int(edit.sum()))
+            if not filling and not bool(edit.any()):
+                break
+        yield block, "length"
