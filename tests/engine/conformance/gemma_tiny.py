@@ -5,8 +5,8 @@ its layout is transformers' own `DiffusionGemmaConfig` (text_config + gemma4_vis
 vision_config + canvas_length) with the MoE text model the name says (every layer has a router
 and experts). We shrink the defaults: 2 layers (one sliding, one full attention, as the 5:1
 pattern ends), width 64, 4 experts (top 2), a one-layer vision tower, and a 16-position canvas;
-the vocabulary keeps its real size (262,144) with Gemma's special ids (pad 0, eos 1, bos 2, and
-the turn markers). generation_config.json carries every sampler key the reference generate
+the vocabulary keeps its real size (262,144; quick tests pass a smaller one) with Gemma's special
+ids (pad 0, eos 1, bos 2, and the turn markers). generation_config.json carries every sampler key the reference generate
 reads, with few denoising steps so tests stay fast.
 
 The chat template is a stand-in written from Google's published Gemma 4 format (turns
