@@ -121,9 +121,10 @@ class GemmaDecoder:
     """One DiffusionGemma generation (batch of one). Iterate `run()` for events."""
 
     def __init__(self, lm, prompt_ids: list[int], cfg: GenerationConfig,
-                 cancel: threading.Event | None = None, *, max_new_tokens: int | None = None):
-        """max_new_tokens: the budget (None: cfg.max_new_tokens); the output is the whole
-        canvases that cover it, cut after the first EOS."""
+                 cancel: threading.Event | None = None):
+        """cfg.max_new_tokens is the budget: the output is the whole canvases that cover it, cut
+        after the first EOS; cfg.seed seeds torch's global generator; cfg.stop is honoured; the
+        threshold-rule settings do not apply."""
         if not prompt_ids:
             raise ValueError("empty prompt: DiffusionGemma needs at least one prompt token")
         self.lm, self.cfg, self.cancel = lm, cfg, cancel
@@ -135,7 +136,7 @@ class GemmaDecoder:
         self.vocab = int(self.config.text_config.vocab_size)
         eos = self.settings.eos_token_ids
         self.eos = tuple(eos) if eos is not None else tuple(lm.eos_token_ids)
-        self.budget = max_new_tokens or cfg.max_new_tokens
+        self.budget = cfg.max_new_tokens
         self.device = lm.device
         self.streamer = TextStreamer(lm.tokenizer, hidden_token_ids(lm.tokenizer, self.eos, None))
         self.forwards = 0

@@ -24,7 +24,8 @@ def load_diffusion_gemma(directory: Path, fields: dict[str, Any], torch_dtype: A
     except GemmaSettingsError as exc:
         raise ValueError(f"generation_config.json: {exc}") from None
     try:
-        config = AutoConfig.for_model(HF_MODEL_TYPE, **fields)
+        with quiet():  # its advisory warnings (a forced last layer type) are not the user's business
+            config = AutoConfig.for_model(HF_MODEL_TYPE, **fields)
     except Exception as exc:  # noqa: BLE001 - transformers raises many kinds here
         raise ValueError(f"bad config for {HF_MODEL_TYPE}: {_one_line(exc)}") from None
     try:
