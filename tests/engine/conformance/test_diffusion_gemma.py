@@ -186,3 +186,20 @@ def test_ids_equal_transformers_generate_with_the_real_vocabulary(tmp_path_facto
     lm = load_model(str(path), dtype="float32")
     got = ours(lm, PROMPTS[p], seed, 2 * CANVAS)
     assert list(got.token_ids) == reference(lm.model, PROMPTS[p], seed, max_new_tokens=2 * CANVAS)
+
+
+def test_the_chat_template_renders_the_prompt(gemma, clover):
+    path, lm = gemma
+    obj = json.loads(clover("generate", "--model", str(path), "--json", "--seed", "1", "--prompt",
+                            "t1001 t1002", "--max-new-tokens", str(CANVAS)).stdout)
+    # <bos><|turn>user\n t1001 t1002<turn|>\n<|turn>model\n (the stand-in's Gemma 4 turns)
+    assert obj["prompt_ids"] == [2, 105, lm.encode("user")[0], 1001, 1002, 106, 105, lm.encode("model")[0]]
+    assert obj["token_ids"] == reference(lm.model, obj["prompt_ids"], 1, max_new_tokens=CANVAS)
+
+
+@pytest.mark.parametrize("canvas", [0, "16", 10_000])
+def test_a_bad_canvas_length_is_one_error_line(canvas):
+    from clover_cli.engine.families import FamilyError, detect_family
+
+    with pytest.raises(FamilyError, match=r"^bad canvas_length .* in config$"):
+        detect_family({"model_type": "diffusion_gemma", "canvas_length": canvas})
