@@ -57,8 +57,11 @@ class Engine:
             raise ValueError(f"cache_mb must be >= 0, got {cache_mb}")
         self.lm = lm
         self.threads = configure_cpu_threads(lm.model)
-        self.kernels = [] if use_kernels is False else install_kernels(lm.model, force=bool(use_kernels))
-        if not self.kernels:
+        # DiffusionGemma keeps transformers' attention: its reference runs on it (engine/gemma_decode.py)
+        own_sampler = lm.family.name == "diffusion_gemma"
+        self.kernels = ([] if use_kernels is False or own_sampler
+                        else install_kernels(lm.model, force=bool(use_kernels)))
+        if not self.kernels and not own_sampler:
             install_gqa_attention(lm.model)
         # GDN hybrids fuse too: their recurrent layers split the fused input (recurrent_split.py)
         self.fuse_commit = fuse_commit
@@ -75,6 +78,10 @@ class Engine:
         reuse: start from the longest prefix an earlier request's cache shares with the prompt,
         and keep this request's cache for later ones (False: neither)."""
         cfg = config or GenerationConfig()
+        if self.lm.family.name == "diffusion_gemma":  # its own sampler; no healing, no prefix reuse
+            from .gemma_decode import GemmaDecoder
+
+            return GemmaDecoder(self.lm, list(prompt_ids), cfg, cancel).run()
         healing = heal_prompt(self.lm, list(prompt_ids)) if cfg.token_healing else None
         ids = list(healing.prompt_ids) if healing else list(prompt_ids)
         prefix = self.prefix_cache if reuse and self.prefix_cache.budget > 0 else None

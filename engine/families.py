@@ -15,7 +15,7 @@ class FamilyError(ValueError):
 
 @dataclass(frozen=True)
 class Family:
-    name: str  # "clover" | "sdar" | "fast_dllm_v2" | "llada2" | "hybrid" | "ar"
+    name: str  # "clover" | "sdar" | "fast_dllm_v2" | "llada2" | "hybrid" | "diffusion_gemma" | "ar"
     is_diffusion: bool
     hf_model_type: str  # the transformers model_type the weights load as
     mask_token_id: int | None = None
@@ -60,6 +60,11 @@ def detect_family(config: dict[str, Any], *, block_size: int | None = None) -> F
             raise FamilyError(f"bad block_size {value!r} in config")
         return value
 
+    if model_type == "diffusion_gemma":  # encoder + denoising decoder (engine/gemma_decode.py)
+        canvas = config.get("canvas_length", 256)
+        if not isinstance(canvas, int) or not 1 <= canvas <= 4096:
+            raise FamilyError(f"bad canvas_length {canvas!r} in config")
+        return Family("diffusion_gemma", True, "diffusion_gemma", None, canvas)
     if model_type in DREAM_TYPES or model_type in ("llada", "LLaDA"):
         raise FamilyError(
             f"{model_type} is a full-attention diffusion model (Dream / LLaDA 1.x): its reference "
@@ -101,4 +106,4 @@ def detect_family(config: dict[str, Any], *, block_size: int | None = None) -> F
     if model_type in AR_MODEL_TYPES:
         return Family("ar", False, model_type)
     raise FamilyError(f"unknown architecture {model_type!r} (supported: block-diffusion Qwen3/SDAR, "
-                      "Fast-dLLM v2, Qwen3.5/Qwen3-Next hybrids, AR Llama/Qwen2/Qwen3 and similar)")
+                      "Fast-dLLM v2, DiffusionGemma, Qwen3.5/Qwen3-Next hybrids, AR Llama/Qwen2/Qwen3 and similar)")

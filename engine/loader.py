@@ -187,6 +187,8 @@ def _load_directory(directory: Path, name: str, *, device: Any, dtype: Any,
         fields = clean_config(raw)
     except ConfigError as exc:
         raise ModelLoadError(f"{name}: {exc}") from None
+    if family.name == "diffusion_gemma":  # transformers' network, our sampler (engine/gemma_load.py)
+        return _load_diffusion_gemma(directory, name, raw, family, fields, device, dtype, native)
     if family.name == "llada2":  # no transformers class: our own module (engine/models/llada2.py)
         return _finish(directory, name, raw, family, _load_own("llada2", directory, name, raw, dtype, device),
                        device, native)
@@ -226,6 +228,20 @@ def _load_directory(directory: Path, name: str, *, device: Any, dtype: Any,
     if problems:
         raise ModelLoadError(f"{name}: checkpoint does not match its config: " + "; ".join(problems))
     return _finish(directory, name, raw, family, model, device, native)
+
+
+def _load_diffusion_gemma(directory: Path, name: str, raw: dict, family: Family, fields: dict,
+                          device: Any, dtype: Any, native: bool | None) -> LoadedModel:
+    from .gemma_load import load_diffusion_gemma
+
+    try:
+        model, settings = load_diffusion_gemma(directory, fields, _pick_dtype(dtype, device),
+                                               engine_attention(device), _quiet_transformers)
+    except ValueError as exc:
+        raise ModelLoadError(f"{name}: {exc}") from None
+    lm = _finish(directory, name, raw, family, model, device, native)
+    lm.extra["gemma_settings"] = settings
+    return lm
 
 
 def _load_own(module: str, directory: Path, name: str, raw: dict, dtype: Any, device: Any):

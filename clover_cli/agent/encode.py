@@ -32,7 +32,8 @@ from typing import Any, Callable, Sequence
 
 from clover_cli.agent.render import Segment, render_segments
 
-MODEL_MARKUP = ("<tool_call>", "</tool_call>", "<think>", "</think>")
+# Gemma 4's native call tokens too (clover_cli/agent/gemma_calls.py)
+MODEL_MARKUP = ("<tool_call>", "</tool_call>", "<think>", "</think>", "<|tool_call>", "<tool_call|>", '<|"|>')
 _MARKUP_RE = re.compile("(" + "|".join(re.escape(t) for t in MODEL_MARKUP) + ")")
 _ZWSP = "\u200b"
 # `split_special_tokens` toggles state on the shared tokenizer for one call: one call at a time

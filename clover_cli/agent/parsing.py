@@ -3,6 +3,8 @@
 Two forms, as Qwen-family models write them:
   Hermes JSON:     <tool_call>{"name": "read_file", "arguments": {"path": "a.py"}}</tool_call>
   Qwen3-Coder XML: <tool_call><function=read_file><parameter=path>a.py</parameter></function></tool_call>
+and Gemma 4's native form (DiffusionGemma), read by gemma_calls.py:
+  <|tool_call>call:read_file{path:<|"|>a.py<|"|>}<tool_call|>
 
 Tolerant of an unterminated last call (generation stopped before `</tool_call>`), of code inside
 arguments (raw newlines in JSON strings, `</tool_call>` inside a JSON string, XML values with
@@ -22,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from clover_cli.agent import jsonsafe
+from clover_cli.agent import gemma_calls, jsonsafe
 from clover_cli.agent.jsonsafe import JSONLimitError, scrub
 from clover_cli.agent.prompt_files import observation
 
@@ -109,6 +111,8 @@ def parse_tool_calls(raw: str, schemas: Mapping[str, Mapping] | None = None) -> 
     """Finds every top-level tool call in `raw`; schemas (name -> JSON schema of the parameters)
     type XML values. Lone surrogates in `raw` are replaced first."""
     _, answer = split_thinking(scrub(raw))
+    if gemma_calls.OPEN in answer and OPEN not in answer:  # Gemma 4's native calls (gemma_calls.py)
+        return _parse_gemma(answer)
     marks = _Marks(answer)
     result = ParseResult(text="")
     visible: list[str] = []
@@ -130,6 +134,25 @@ def parse_tool_calls(raw: str, schemas: Mapping[str, Mapping] | None = None) -> 
             result.errors.append(error)
         result.cut_off = call is not None and (open_value or not answer.endswith(CLOSE, 0, end))
         pos = max(end, body_start)
+    result.text = "".join(visible).strip()
+    return result
+
+
+def _parse_gemma(answer: str) -> ParseResult:
+    result = ParseResult(text="")
+    visible: list[str] = []
+    pos = 0
+    while (start := answer.find(gemma_calls.OPEN, pos)) >= 0:
+        visible.append(answer[pos:start])
+        body = start + len(gemma_calls.OPEN)
+        call, end, error, cut = gemma_calls.parse_one(answer, body)
+        if call is not None:
+            result.calls.append(ParsedCall(*call))
+        if error is not None:
+            result.errors.append(_error(error, answer[start:end]))
+        result.cut_off = call is not None and cut
+        pos = max(end, body)
+    visible.append(answer[pos:])
     result.text = "".join(visible).strip()
     return result
 
@@ -307,4 +330,5 @@ def cut_off_call(raw: str) -> bool:
 
 def has_open_call(raw: str) -> bool:
     """True when the text contains tool-call markup (used to decide whether markup is in the content)."""
-    return OPEN in split_thinking(raw)[1]
+    answer = split_thinking(raw)[1]
+    return OPEN in answer or gemma_calls.OPEN in answer

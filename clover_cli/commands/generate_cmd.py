@@ -57,7 +57,8 @@ def load_or_exit(spec, **kwargs):
 @click.option("--prompt-file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Read the prompt from a file.")
 @click.option("--raw", is_flag=True, help="Tokenize the prompt as is (no chat template).")
-@click.option("--max-new-tokens", type=click.IntRange(1, 1_000_000), default=256, show_default=True)
+@click.option("--max-new-tokens", type=click.IntRange(1, 1_000_000), default=None,
+              help="Token budget (default: 256; DiffusionGemma: its generation_config.json's).")
 @click.option("--block-size", type=click.IntRange(1, 1024), default=None, help="Override the model's block size.")
 @click.option("--threshold", type=click.FloatRange(0.0, 1.0, min_open=True), default=DEFAULT_THRESHOLD,
               show_default=True, help="Commit masked positions whose confidence is above this, in (0, 1].")
@@ -86,7 +87,8 @@ def load_or_exit(spec, **kwargs):
               help="With editing: editing-only steps after a block has no mask left.")
 @click.option("--offline", is_flag=True, help="Never download an hf: model (as HF_HUB_OFFLINE=1).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of streaming text.")
-def generate(model_spec, prompt, prompt_file, raw, max_new_tokens, block_size, threshold, temperature,
+@click.pass_context
+def generate(ctx, model_spec, prompt, prompt_file, raw, max_new_tokens, block_size, threshold, temperature,
              top_p, seed, stop, repetition_penalty, progressive_ending, token_healing, sub_block,
              eos_confine, editing, editing_threshold, max_post_steps, offline, as_json) -> None:
     """Decode a prompt with the engine (block diffusion or AR) and stream it as blocks commit."""
@@ -100,7 +102,12 @@ def generate(model_spec, prompt, prompt_file, raw, max_new_tokens, block_size, t
     from clover_cli.engine.events import BlockCommitted, GenerationResult
     from clover_cli.engine.loader import ModelLoadError
 
+    from .sampler_options import budget, check_own_sampler
+
     lm = load_or_exit(parse_spec_or_exit(model_spec), block_size=block_size, offline=offline)
+    check_own_sampler(ctx, lm.family.name)  # DiffusionGemma: no threshold (sampler_options.py)
+    max_new_tokens = budget(max_new_tokens, lm)
+    own = "entropy-bound" if lm.family.name == "diffusion_gemma" else None  # the family's own sampler
     try:
         text = prompt if raw else lm.render_chat([{"role": "user", "content": prompt}])
     except ModelLoadError as exc:
@@ -113,7 +120,7 @@ def generate(model_spec, prompt, prompt_file, raw, max_new_tokens, block_size, t
     cfg = GenerationConfig(max_new_tokens=max_new_tokens, block_size=block_size, threshold=threshold,
                            temperature=temperature, top_p=top_p, seed=seed, stop=tuple(stop),
                            repetition_penalty=repetition_penalty, progressive_ending=progressive_ending,
-                           token_healing=raw if token_healing is None else token_healing,
+                           token_healing=(raw and own is None) if token_healing is None else token_healing,
                            sub_block_size=sub_block, eos_confine=eos_confine, editing=editing,
                            editing_threshold=editing_threshold, max_post_steps=max_post_steps)
     try:
@@ -141,7 +148,8 @@ def generate(model_spec, prompt, prompt_file, raw, max_new_tokens, block_size, t
             "seconds": round(stats.total_seconds, 4),
             "tokens_per_second": round(stats.tokens_per_second, 2),
             "finish_reason": result.finish_reason, "steps_per_block": list(stats.steps_per_block),
-            "model": lm.name, "block_size": block_size or lm.block_size, "threshold": threshold,
+            "model": lm.name, "block_size": block_size or lm.block_size,
+            "threshold": None if own else threshold, "sampler": own or "threshold",
             "token_healing": cfg.token_healing,
         }))
     else:

@@ -1,0 +1,205 @@
+"""Issue 38: DiffusionGemma (`diffusion_gemma`) through our own sampler (engine/gemma_decode.py)
+on transformers' network: ids equal transformers' own `generate` (it ships in the pinned
+library, so here the reference IS the reference) for several prompts and canvas counts, an early
+EOS and adaptive stopping; events stream per step and per canvas; cancel, the CLI's seed and its
+refusal of --threshold."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import threading
+
+import pytest
+import torch
+
+from clover_cli.engine.config import GenerationConfig
+from clover_cli.engine.engine import Engine
+from clover_cli.engine.events import BlockCommitted, DenoiseStep, GenerationResult
+from clover_cli.engine.gemma_decode import GemmaSettings
+from clover_cli.engine.loader import ModelLoadError, load_model
+from gemma_tiny import CANVAS, EOS, GENERATION, TURN_CLOSE, build
+
+STOPS = (EOS, TURN_CLOSE)  # generation_config.json's eos_token_id
+PROMPTS = [[2, 105, 1001, 1002, 1003, 106, 105, 1010], [2, 1050], [2] + list(range(1100, 1121))]
+
+
+@pytest.fixture(scope="module")
+def gemma(tmp_path_factory):
+    """Vocabulary shrunk to 4,096 (quick), EOS likely enough that some generations end in their
+    second canvas."""
+    path = build(tmp_path_factory.mktemp("gemma") / "m", vocab=4096, eos_boost=1.5)
+    return path, load_model(str(path), dtype="float32")
+
+
+def reference(model, prompt: list[int], seed: int, **kwargs) -> list[int]:
+    """transformers' DiffusionGemma generate, its new ids cut after the first EOS (later ones are
+    its pad filling)."""
+    torch.manual_seed(seed)
+    out = model.generate(torch.tensor([prompt]), **kwargs)
+    new = out.sequences[0, len(prompt):].tolist()
+    for i, tok in enumerate(new):
+        if tok in STOPS:
+            return new[:i + 1]
+    return new
+
+
+def ours(lm, prompt, seed, budget, **settings):
+    if settings:
+        saved = lm.extra["gemma_settings"]
+        lm.extra["gemma_settings"] = dataclasses.replace(saved, **settings)
+    try:
+        return Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=budget, seed=seed))
+    finally:
+        if settings:
+            lm.extra["gemma_settings"] = saved
+
+
+def test_loads_as_its_family_with_the_generation_config(gemma):
+    lm = gemma[1]
+    assert lm.family.name == "diffusion_gemma" and lm.block_size == CANVAS
+    assert type(lm.model).__name__ == "DiffusionGemmaForBlockDiffusion"
+    s = lm.extra["gemma_settings"]
+    assert (s.max_new_tokens, s.max_denoising_steps, s.entropy_bound, s.t_min, s.t_max) == (32, 6, 0.1, 0.4, 0.8)
+    assert (s.stability_threshold, s.confidence_threshold, s.eos_token_ids) == (1, 0.005, STOPS)
+
+
+def test_settings_take_the_reference_defaults_where_the_file_is_silent():
+    s = GemmaSettings.from_dict({"max_denoising_steps": 12})
+    assert (s.max_new_tokens, s.max_denoising_steps, s.entropy_bound) == (256, 12, 0.1)
+    assert (s.t_min, s.t_max, s.stability_threshold, s.confidence_threshold) == (0.4, 0.8, 1, 0.005)
+    assert s.eos_token_ids is None and s.adaptive_stop
+
+
+def test_a_bad_generation_config_is_one_error_line(gemma, tmp_path):
+    bad = tmp_path / "bad"
+    shutil.copytree(gemma[0], bad)
+    (bad / "generation_config.json").write_text(json.dumps(dict(GENERATION, max_denoising_steps=0)))
+    with pytest.raises(ModelLoadError) as err:
+        load_model(str(bad))
+    assert "max_denoising_steps must be a positive integer" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("budget", [CANVAS, 3 * CANVAS], ids=["1canvas", "3canvases"])
+@pytest.mark.parametrize("p,seed", [(0, 0), (1, 1), (2, 2), (0, 3)])
+def test_ids_equal_transformers_generate(gemma, p, seed, budget):
+    lm = gemma[1]
+    got = ours(lm, PROMPTS[p], seed, budget)
+    assert list(got.token_ids) == reference(lm.model, PROMPTS[p], seed, max_new_tokens=budget)
+
+
+def test_early_eos_ends_inside_a_later_canvas_as_the_reference(gemma):
+    """Seed 2 on prompt 0 commits an EOS inside its third canvas, of four allowed: both stop there."""
+    lm = gemma[1]
+    got = ours(lm, PROMPTS[0], 2, 4 * CANVAS)
+    assert got.finish_reason == "eos" and 2 * CANVAS < len(got.token_ids) < 3 * CANVAS
+    assert got.token_ids[-1] in STOPS and got.stats.blocks == 3
+    assert list(got.token_ids) == reference(lm.model, PROMPTS[0], 2, max_new_tokens=4 * CANVAS)
+
+
+@pytest.mark.parametrize("seed,bound", [(0, 4.0), (1, 5.0)])
+def test_adaptive_stopping_ends_canvases_early_as_the_reference(gemma, seed, bound):
+    """No stability window and a confidence bound the cooling temperature crosses: some canvases
+    stop before the last step, at the same step as the reference's."""
+    lm = gemma[1]
+    knobs = dict(stability_threshold=0, confidence_threshold=bound)
+    got = ours(lm, PROMPTS[0], seed, 4 * CANVAS, **knobs)
+    assert min(got.stats.steps_per_block) < 6
+    assert list(got.token_ids) == reference(lm.model, PROMPTS[0], seed, max_new_tokens=4 * CANVAS, **knobs)
+
+
+def test_without_a_temperature_schedule_too(gemma):
+    """t_min/t_max unset: the raw logits are sampled (and the ids differ from the schedule's)."""
+    lm = gemma[1]
+    got = ours(lm, PROMPTS[1], 5, 2 * CANVAS, t_min=None, t_max=None)
+    assert list(got.token_ids) == reference(lm.model, PROMPTS[1], 5, max_new_tokens=2 * CANVAS,
+                                            t_min=None, t_max=None)
+    assert got.token_ids != ours(lm, PROMPTS[1], 5, 2 * CANVAS).token_ids
+
+
+def test_events_stream_every_step_and_every_canvas(gemma):
+    lm = gemma[1]
+    events = list(Engine(lm).stream(PROMPTS[0], GenerationConfig(max_new_tokens=3 * CANVAS, seed=0)))
+    result = events[-1]
+    assert isinstance(result, GenerationResult)
+    steps = [e for e in events if isinstance(e, DenoiseStep)]
+    blocks = [e for e in events if isinstance(e, BlockCommitted)]
+    assert len(steps) == sum(result.stats.steps_per_block) == result.stats.forwards
+    assert [b.block_index for b in blocks] == list(range(result.stats.blocks))
+    assert all(len(s.token_ids) == CANVAS == len(s.masked) for s in steps)
+    assert all(s.committed_now == CANVAS - sum(s.masked) >= 1 for s in steps)
+    assert sum((list(b.token_ids) for b in blocks), []) == list(result.token_ids)
+    assert "".join(b.text for b in blocks) == result.text
+    # the last step's draft is the canvas's output
+    last = [s for s in steps if s.block_index == 0][-1]
+    assert tuple(last.token_ids) == blocks[0].token_ids
+
+
+def test_cancel_is_honoured_between_steps(gemma):
+    lm = gemma[1]
+    cancel = threading.Event()
+    events = []
+    for event in Engine(lm).stream(PROMPTS[0], GenerationConfig(max_new_tokens=3 * CANVAS, seed=0), cancel):
+        events.append(event)
+        if isinstance(event, DenoiseStep) and event.step == 2:
+            cancel.set()
+    result = events[-1]
+    assert result.finish_reason == "cancelled" and result.stats.forwards == 2
+    assert not any(isinstance(e, BlockCommitted) for e in events)
+
+
+def test_the_cli_seed_reaches_the_sampler(gemma, clover):
+    path, lm = gemma
+    out = clover("generate", "--model", str(path), "--raw", "--json", "--seed", "3", "--prompt",
+                 "t1001 t1002 t1003", "--max-new-tokens", str(2 * CANVAS))
+    assert out.exit_code == 0, out.stderr
+    obj = json.loads(out.stdout)
+    assert obj["sampler"] == "entropy-bound" and obj["threshold"] is None and not obj["token_healing"]
+    assert obj["token_ids"] == reference(lm.model, obj["prompt_ids"], 3, max_new_tokens=2 * CANVAS)
+    other = json.loads(clover("generate", "--model", str(path), "--raw", "--json", "--seed", "4",
+                              "--prompt", "t1001 t1002 t1003", "--max-new-tokens", str(2 * CANVAS)).stdout)
+    assert other["token_ids"] != obj["token_ids"]
+
+
+def test_the_cli_budget_defaults_to_the_generation_config(gemma, clover):
+    path, lm = gemma
+    obj = json.loads(clover("generate", "--model", str(path), "--raw", "--json", "--seed", "0",
+                            "--prompt", "t1050").stdout)
+    # generation_config.json: max_new_tokens 32 = two canvases (the reference's own default)
+    assert obj["token_ids"] == reference(lm.model, obj["prompt_ids"], 0)
+    assert obj["blocks"] == 2 or obj["finish_reason"] == "eos"
+
+
+@pytest.mark.parametrize("flag", [["--threshold", "0.9"], ["--temperature", "0.5"]])
+def test_the_cli_refuses_options_the_sampler_ignores(gemma, clover, flag):
+    out = clover("generate", "--model", str(gemma[0]), "--raw", "--prompt", "t1050", *flag)
+    assert out.exit_code == 2
+    line = out.stderr.strip()
+    assert line.startswith(f"clover: error: {flag[0]} does not apply to DiffusionGemma") and "\n" not in line
+
+
+@pytest.mark.slow  # the real 262,144-token vocabulary: every step's softmax and sampling over it
+@pytest.mark.parametrize("p,seed", [(0, 0), (2, 1)])
+def test_ids_equal_transformers_generate_with_the_real_vocabulary(tmp_path_factory, p, seed):
+    path = build(tmp_path_factory.mktemp("gemma_full") / "m", eos_boost=1.5)
+    lm = load_model(str(path), dtype="float32")
+    got = ours(lm, PROMPTS[p], seed, 2 * CANVAS)
+    assert list(got.token_ids) == reference(lm.model, PROMPTS[p], seed, max_new_tokens=2 * CANVAS)
+
+
+def test_the_chat_template_renders_the_prompt(gemma, clover):
+    path, lm = gemma
+    obj = json.loads(clover("generate", "--model", str(path), "--json", "--seed", "1", "--prompt",
+                            "t1001 t1002", "--max-new-tokens", str(CANVAS)).stdout)
+    # <bos><|turn>user\n t1001 t1002<turn|>\n<|turn>model\n (the stand-in's Gemma 4 turns)
+    assert obj["prompt_ids"] == [2, 105, lm.encode("user")[0], 1001, 1002, 106, 105, lm.encode("model")[0]]
+    assert obj["token_ids"] == reference(lm.model, obj["prompt_ids"], 1, max_new_tokens=CANVAS)
+
+
+@pytest.mark.parametrize("canvas", [0, "16", 10_000])
+def test_a_bad_canvas_length_is_one_error_line(canvas):
+    from clover_cli.engine.families import FamilyError, detect_family
+
+    with pytest.raises(FamilyError, match=r"^bad canvas_length .* in config$"):
+        detect_family({"model_type": "diffusion_gemma", "canvas_length": canvas})

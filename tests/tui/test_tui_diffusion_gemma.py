@@ -1,0 +1,64 @@
+"""An agent turn on a tiny DiffusionGemma checkpoint in the TUI (issue 38): the denoise view
+shows its steps and the answer's canvases arrive while the turn runs, and the turn ends. Random
+weights: the mechanics are what is tested, not the words."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from clover_cli.agent import events as ev
+from clover_cli.tui.app import CloverApp
+from clover_cli.tui.bridge import SessionOptions
+
+from .conftest import submit, wait_for, wait_idle, wait_ready
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _gemma_tiny():
+    path = Path(__file__).resolve().parents[1] / "engine" / "conformance" / "gemma_tiny.py"
+    spec = importlib.util.spec_from_file_location("gemma_tiny", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def gemma_dir(tmp_path_factory) -> Path:
+    return _gemma_tiny().build(tmp_path_factory.mktemp("gemma_tui") / "m", vocab=4096, eos_boost=1.5)
+
+
+async def test_engine_turn_on_diffusion_gemma_streams_canvases_live(repo, gemma_dir):
+    app = CloverApp(SessionOptions(model=str(gemma_dir), root=repo, approval="auto-edit",
+                                   backend_options={"seed": 0}))  # the same canvases every run
+    async with app.run_test(size=(140, 30)) as pilot:
+        await wait_ready(pilot)
+        chat = app.chat
+        assert chat.agent is not None
+        await pilot.press("ctrl+t")  # the denoise view
+        shown = []  # every agent event the chat screen handled, in order (then handled as usual)
+        handle = chat.handle_event
+
+        def recording(event):
+            shown.append((event, chat.transcript.last_answer()))
+            handle(event)
+
+        chat.handle_event = recording
+        await submit(pilot, "Where is greet defined?")
+        await wait_for(pilot, lambda: any(isinstance(e, ev.TurnFinished) for e, _ in shown),
+                       timeout=90, what="the turn's end")
+        await wait_idle(pilot)
+        kinds = [type(e).__name__ for e, _ in shown]
+        # denoise steps of each canvas, then the canvas's text, canvas after canvas, then the end
+        first_text = kinds.index("BlockText")
+        assert "DenoiseProgress" in kinds[:first_text]
+        blocks = [e.block_index for e, _ in shown if isinstance(e, ev.BlockText) and e.text]
+        assert len(set(blocks)) >= 2, kinds  # several canvases, each shown when it was committed
+        later_steps = [i for i, (e, _) in enumerate(shown)
+                       if isinstance(e, ev.DenoiseProgress) and e.block_index == blocks[-1]]
+        assert later_steps and later_steps[0] > first_text  # text was on screen while decoding went on
+        assert any(answer for e, answer in shown[first_text + 1:later_steps[0] + 1])
+        assert kinds[-1] == "TurnFinished" and chat.transcript.last_answer()
+        assert not chat.busy
