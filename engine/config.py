@@ -34,6 +34,11 @@ class GenerationConfig:
     # speed-up that changes tokens (off by default; `clover bench` measures it against the exact
     # default): once an EOS is committed, never select positions after it
     eos_confine: bool = False
+    # full-attention diffusion (Dream, LLaDA 1.x; engine/fullattn_decode.py): "exact" (their own
+    # generate), "prefix" / "dual" (Fast-dLLM v1 caches, approximate); None: the default (dual)
+    diffusion_mode: str | None = None
+    diffusion_steps: int | None = None  # exact mode's steps (None: generation_config / the length)
+    diffusion_alg: str | None = None  # Dream's alg (None: generation_config.json's, else origin)
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
@@ -51,4 +56,8 @@ class GenerationConfig:
             raise ValueError("sub_block_size must be between 1 and 1024")
         if self.prefill_chunk_blocks is not None and self.prefill_chunk_blocks < 1:
             raise ValueError("prefill_chunk_blocks must be >= 1")
+        if self.diffusion_mode is not None and self.diffusion_mode not in ("exact", "prefix", "dual"):
+            raise ValueError(f"diffusion_mode must be exact, prefix or dual, got {self.diffusion_mode!r}")
+        if self.diffusion_steps is not None and self.diffusion_steps < 1:
+            raise ValueError("diffusion_steps must be >= 1")
         self.stop = tuple(self.stop)

@@ -10,6 +10,7 @@ from .ar_decode import ARDecoder
 from .block_decode import BlockDecoder
 from .config import GenerationConfig
 from .events import GenerationResult
+from .fullattn_decode import FULL_ATTENTION, FullAttnDecoder, resolve_mode
 from .healing import heal_prompt
 from .prefix_cache import PrefixCache, default_budget_bytes
 
@@ -56,8 +57,10 @@ class Engine:
             raise ValueError(f"cache_mb must be >= 0, got {cache_mb}")
         self.lm = lm
         self.threads = configure_cpu_threads(lm.model)
-        self.kernels = [] if use_kernels is False else install_kernels(lm.model, force=bool(use_kernels))
-        if not self.kernels:
+        full_attention = lm.family.name in FULL_ATTENTION  # no block-causal kernels for them
+        self.kernels = ([] if use_kernels is False or full_attention
+                        else install_kernels(lm.model, force=bool(use_kernels)))
+        if not self.kernels and not full_attention:
             install_gqa_attention(lm.model)
         # GDN hybrids fuse too: their recurrent layers split the fused input (recurrent_split.py)
         self.fuse_commit = fuse_commit
@@ -77,6 +80,9 @@ class Engine:
         healing = heal_prompt(self.lm, list(prompt_ids)) if cfg.token_healing else None
         ids = list(healing.prompt_ids) if healing else list(prompt_ids)
         prefix = self.prefix_cache if reuse and self.prefix_cache.budget > 0 else None
+        if self.lm.family.name in FULL_ATTENTION:  # Dream / LLaDA 1.x: no prefix reuse, no healing
+            return FullAttnDecoder(self.lm, list(prompt_ids), cfg, cancel).run()
+        resolve_mode(self.lm.family.name, cfg.diffusion_mode)  # a mode for another family: error
         if self.lm.is_diffusion and (cfg.block_size or self.lm.block_size) >= 1:
             decoder = BlockDecoder(self.lm, ids, cfg, cancel, fuse_commit=self.fuse_commit,
                                    healing=healing, prefix=prefix)
