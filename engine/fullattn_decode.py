@@ -177,21 +177,28 @@ class FullAttnDecoder:
         return int(k) if isinstance(k, int) and k > 0 else None
 
     # -- forwards ------------------------------------------------------------------------
-    def _forward(self, ids: torch.Tensor, start: int, cache=None) -> torch.Tensor:
-        """ids [T] at positions start.. -> logits [T, V] in the model's dtype; Dream's are
-        shifted (row i holds what position i-1 predicts; row 0 keeps its own, as the reference)."""
+    def _forward(self, ids: torch.Tensor, start: int, cache=None, first: int | None = None) -> torch.Tensor:
+        """ids [T] at positions start.. -> logits [start + T - first, V] of positions first..
+        (default: all), in the model's dtype. Dream's are shifted (position p gets what p-1
+        predicts; the forward's first position keeps its own, as the reference). Only the rows
+        asked for go through the output head: with a long prompt and a large vocabulary, the
+        head over every prompt row would be most of the forward's time and memory."""
         t0 = time.perf_counter()
-        positions = torch.arange(start, start + ids.numel(), device=self.device)
+        t = ids.numel()
+        rel = 0 if first is None else first - start
+        keep = t - rel + (1 if self.dream and rel >= 1 else 0)
+        positions = torch.arange(start, start + t, device=self.device)
         with torch.inference_mode():
             out = self.lm.model(input_ids=ids[None], position_ids=positions[None], attention_mask=None,
-                                cache=cache, use_cache=cache is not None)
-        logits = out.logits[0]
+                                cache=cache, use_cache=cache is not None,
+                                logits_to_keep=keep if keep < t else 0)
+        logits = out.logits[0]  # [keep, V]
         if logits.is_cuda:
             torch.cuda.synchronize(logits.device)
         self.forwards += 1
         self.forward_seconds += time.perf_counter() - t0
         if self.dream:
-            logits = torch.cat([logits[:1], logits[:-1]])
+            logits = logits[:-1] if rel >= 1 else torch.cat([logits[:1], logits[:-1]])
         return logits
 
     def _cancelled(self) -> bool:
@@ -236,12 +243,13 @@ class FullAttnDecoder:
     def _ready(self, final: bool = False):
         """BlockCommitted events for the generated positions that became final (the committed
         run from the start of the answer, cut after its first EOS and at max_new_tokens), and
-        whether the generation is over."""
+        whether the generation is over. final: the steps are spent; a position left masked stays
+        in the output as the mask id, as in the reference's."""
         gen = self.x[self.n:self.n + self.cfg.max_new_tokens].tolist()
         ready = 0
         done = False
         for tok in gen:
-            if tok == self.mask_id:
+            if tok == self.mask_id and not final:
                 break
             ready += 1
             if tok in self.eos:
@@ -261,9 +269,14 @@ class FullAttnDecoder:
         return events, done
 
     # -- Dream: diffusion_generate -------------------------------------------------------
+    def exact_steps(self, gen_length: int) -> int:
+        """Dream exact's step count: --diffusion-steps, else generation_config.json's `steps`,
+        else one per generated position."""
+        return self.cfg.diffusion_steps or int(self.gen.get("steps") or gen_length)
+
     def _dream_exact(self, gen_length: int):
         cfg, x = self.cfg, self.x
-        steps = cfg.diffusion_steps or int(self.gen.get("steps") or gen_length)
+        steps = self.exact_steps(gen_length)
         eps = float(self.gen.get("eps") if self.gen.get("eps") is not None else 1e-3)
         alg = self._alg()
         alg_temp = self.gen.get("alg_temp")
@@ -273,8 +286,8 @@ class FullAttnDecoder:
             mask_index = x == self.mask_id
             if not bool(mask_index.any()) or self._cancelled():
                 break
-            logits = self._forward(x, 0)
-            mask_logits = logits[mask_index]
+            logits = self._forward(x, 0, first=self.n)  # [gen_length, V]: the prompt has no masks
+            mask_logits = logits[mask_index[self.n:]]
             t, s = timesteps[i], timesteps[i + 1]
             before = int(mask_index.sum())
             if alg == "origin":
@@ -337,10 +350,10 @@ class FullAttnDecoder:
                     break
                 mask_index = x == self.mask_id
                 mask_index[hi:] = False
-                x0, p = self._llada_choice(self._forward(x, 0))
-                confidence = torch.where(mask_index, p, torch.tensor(float("-inf"), dtype=p.dtype))
+                first = self._rows_from(lo)
+                proposal, confidence = self._llada_rows(self._forward(x, 0, first=first), x, mask_index, first)
                 chosen = torch.topk(confidence, schedule[i]).indices
-                x[chosen] = x0[chosen]
+                x[chosen] = proposal[chosen]
                 self.steps_per_block[-1] += 1
                 yield b, i + 1, lo, min(hi, n + self.cfg.max_new_tokens), len(chosen)
 
@@ -354,17 +367,19 @@ class FullAttnDecoder:
             if self._cancelled():
                 return
             cache = KVSnapshot(layers)
-            logits = self._forward(x, 0, cache)  # the whole sequence; its keys/values kept
+            first = self._rows_from(lo)
+            logits = self._forward(x, 0, cache, first=first)  # the whole sequence; its keys/values kept
             step = 1
             if self.dream:  # the block's first token from the full forward, unconditionally
                 _, x0 = sample_tokens(logits, cfg.temperature, self._top_p(), self._top_k(),
-                                      self.generator)  # every row, as the reference (its draws)
-                x[lo] = x0[lo]
+                                      self.generator)  # sampling: every row, as the reference draws
+                x[lo] = x0[lo - first]
                 committed = 1
             else:
                 mask_index = x == self.mask_id
                 mask_index[hi:] = False
-                committed = self._threshold_commit(x, logits, mask_index, None, threshold)
+                proposal, full = self._llada_rows(logits, x, mask_index, first)
+                committed = self._commit_ranked(x, proposal, full, int(mask_index.sum()), threshold)
             self.steps_per_block.append(1)
             yield b, step, lo, min(hi, n + cfg.max_new_tokens), committed
             cache.mode, cache.lo, cache.hi = self.mode, lo, hi
@@ -400,9 +415,29 @@ class FullAttnDecoder:
             full[block:] = float("-inf")
             count = int((x[:block] == self.mask_id).sum())
         else:
-            proposal, p = self._llada_choice(logits)
-            full = torch.where(mask_index, p, torch.tensor(float("-inf"), dtype=p.dtype))
+            proposal, full = self._llada_rows(logits, x, mask_index, 0)
             count = int(mask_index.sum())
+        return self._commit_ranked(x, proposal, full, count, threshold)
+
+    def _rows_from(self, lo: int) -> int:
+        """The first position whose logits a whole-sequence forward needs: the block's, or every
+        row when sampling (the references draw noise for every row)."""
+        return 0 if self.cfg.temperature > 0 else lo
+
+    def _llada_rows(self, logits: torch.Tensor, x: torch.Tensor, mask_index: torch.Tensor, first: int):
+        """LLaDA's proposal and confidence over all of x from logits of positions first..:
+        (proposal [L], confidence [L], -inf where not masked)."""
+        x0, p = self._llada_choice(logits)
+        proposal = x.clone()
+        proposal[first:] = x0
+        full = torch.full(x.shape, float("-inf"), dtype=p.dtype, device=self.device)
+        full[first:] = torch.where(mask_index[first:], p, torch.tensor(float("-inf"), dtype=p.dtype))
+        return proposal, full
+
+    def _commit_ranked(self, x: torch.Tensor, proposal: torch.Tensor, full: torch.Tensor, count: int,
+                       threshold: float) -> int:
+        """Commit the `count` best-ranked positions' first and every other one at or above the
+        threshold (Fast-dLLM v1); returns how many."""
         if count == 0:
             return 0
         values, order = torch.topk(full, count)

@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from clover_cli.commands.options import command_line, diffusion_mode_option
 from clover_cli.engine.config import DEFAULT_THRESHOLD
 
 
@@ -77,12 +78,17 @@ def load_or_exit(spec, **kwargs):
                    "(default: the family's own; Fast-dLLM v2: 8, others: the whole block).")
 @click.option("--eos-confine", is_flag=True,
               help="Speed-up that can change tokens: never select positions after a committed EOS.")
+@diffusion_mode_option()
+@click.option("--diffusion-steps", type=click.IntRange(1), default=None,
+              help="Dream / LLaDA 1.x exact mode: denoising steps (default: generation_config.json's, "
+                   "else one per generated position).")
 @click.option("--offline", is_flag=True, help="Never download an hf: model (as HF_HUB_OFFLINE=1).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of streaming text.")
 def generate(model_spec, prompt, prompt_file, raw, max_new_tokens, block_size, threshold, temperature,
              top_p, seed, stop, repetition_penalty, progressive_ending, token_healing, sub_block,
-             eos_confine, offline, as_json) -> None:
+             eos_confine, diffusion_steps, offline, as_json) -> None:
     """Decode a prompt with the engine (block diffusion or AR) and stream it as blocks commit."""
+    diffusion_mode = command_line(click.get_current_context()).diffusion_mode
     if (prompt is None) == (prompt_file is None):
         raise click.UsageError("give exactly one of --prompt or --prompt-file")
     if prompt_file is not None:
@@ -107,10 +113,16 @@ def generate(model_spec, prompt, prompt_file, raw, max_new_tokens, block_size, t
                            temperature=temperature, top_p=top_p, seed=seed, stop=tuple(stop),
                            repetition_penalty=repetition_penalty, progressive_ending=progressive_ending,
                            token_healing=raw if token_healing is None else token_healing,
-                           sub_block_size=sub_block, eos_confine=eos_confine)
+                           sub_block_size=sub_block, eos_confine=eos_confine,
+                           diffusion_mode=diffusion_mode, diffusion_steps=diffusion_steps)
     result = None
     try:
-        for event in Engine(lm).stream(prompt_ids, cfg):
+        events = Engine(lm).stream(prompt_ids, cfg)
+    except ValueError as exc:  # a --diffusion-mode the model's family has no use for
+        click.echo(f"clover: error: {exc}", err=True)
+        sys.exit(2)
+    try:
+        for event in events:
             if isinstance(event, BlockCommitted) and not as_json:
                 sys.stdout.write(event.text)
                 sys.stdout.flush()
@@ -130,8 +142,18 @@ def generate(model_spec, prompt, prompt_file, raw, max_new_tokens, block_size, t
             "finish_reason": result.finish_reason, "steps_per_block": list(stats.steps_per_block),
             "model": lm.name, "block_size": block_size or lm.block_size, "threshold": threshold,
             "token_healing": cfg.token_healing,
+            **({"diffusion_mode": mode} if (mode := _mode(lm, diffusion_mode)) else {}),
         }))
     else:
         click.echo("")
+        label = _mode(lm, diffusion_mode)
         click.echo(f"[{result.finish_reason}] {stats.generated_tokens} tokens, {stats.forwards} forwards, "
-                   f"TPF {stats.tpf:.2f}, {stats.tokens_per_second:.1f} tok/s", err=True)
+                   f"TPF {stats.tpf:.2f}, {stats.tokens_per_second:.1f} tok/s"
+                   + (f", {label}" if label else ""), err=True)
+
+
+def _mode(lm, mode: str | None) -> str:
+    """The decoding mode's label for full-attention diffusion models ("" for the rest)."""
+    from clover_cli.engine.fullattn_decode import mode_label
+
+    return mode_label(lm.family.name, mode)

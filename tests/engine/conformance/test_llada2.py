@@ -86,12 +86,14 @@ def test_missing_or_misshaped_tensor_is_one_line(llada2, tmp_path, clover, case,
     assert ("missing weights" in lines[0]) if case == "missing" else ("shape mismatch" in lines[0])
 
 
-def test_dream_and_llada1_are_refused_with_the_reason():
-    from clover_cli.engine.families import FamilyError, detect_family
+def test_dream_and_llada1_are_families_now_not_refusals():
+    """Issue 38 replaced the refusal: Dream and LLaDA 1.x are full-attention families decoded by
+    engine/fullattn_decode.py (tests/engine/conformance/test_fullattn.py proves their tokens)."""
+    from clover_cli.engine.families import detect_family
 
-    for model_type in ("Dream", "llada"):
-        with pytest.raises(FamilyError, match="full-attention diffusion.*approximate"):
-            detect_family({"model_type": model_type, "mask_token_id": 1})
+    for model_type, name, shifted in (("Dream", "dream", True), ("llada", "llada", False)):
+        family = detect_family({"model_type": model_type, "mask_token_id": 1})
+        assert (family.name, family.is_diffusion, family.shifted_logits) == (name, True, shifted)
 
 
 @pytest.mark.parametrize("case", ["extends", "mid_block"])
