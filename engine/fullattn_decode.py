@@ -177,28 +177,31 @@ class FullAttnDecoder:
         return int(k) if isinstance(k, int) and k > 0 else None
 
     # -- forwards ------------------------------------------------------------------------
-    def _forward(self, ids: torch.Tensor, start: int, cache=None, first: int | None = None) -> torch.Tensor:
-        """ids [T] at positions start.. -> logits [start + T - first, V] of positions first..
+    def _forward(self, ids: torch.Tensor, start: int, cache=None, first: int | None = None,
+                 last: int | None = None) -> torch.Tensor:
+        """ids [T] at positions start.. -> logits [last - first, V] of positions first..last-1
         (default: all), in the model's dtype. Dream's are shifted (position p gets what p-1
         predicts; the forward's first position keeps its own, as the reference). Only the rows
-        asked for go through the output head: with a long prompt and a large vocabulary, the
-        head over every prompt row would be most of the forward's time and memory."""
+        asked for go through the output head: with a long prompt and canvas and a large
+        vocabulary, the head over every row would be most of the forward's time and memory."""
         t0 = time.perf_counter()
         t = ids.numel()
-        rel = 0 if first is None else first - start
-        keep = t - rel + (1 if self.dream and rel >= 1 else 0)
+        lo = 0 if first is None else first - start
+        hi = t if last is None else last - start
+        shifted = self.dream and lo >= 1  # the rows before: what positions lo..hi-1 see
+        rows = slice(lo - 1, hi - 1) if shifted else slice(lo, hi)
         positions = torch.arange(start, start + t, device=self.device)
         with torch.inference_mode():
             out = self.lm.model(input_ids=ids[None], position_ids=positions[None], attention_mask=None,
                                 cache=cache, use_cache=cache is not None,
-                                logits_to_keep=keep if keep < t else 0)
-        logits = out.logits[0]  # [keep, V]
+                                logits_to_keep=0 if rows == slice(0, t) else rows)
+        logits = out.logits[0]  # [hi - lo, V]
         if logits.is_cuda:
             torch.cuda.synchronize(logits.device)
         self.forwards += 1
         self.forward_seconds += time.perf_counter() - t0
-        if self.dream:
-            logits = logits[:-1] if rel >= 1 else torch.cat([logits[:1], logits[:-1]])
+        if self.dream and not shifted:
+            logits = torch.cat([logits[:1], logits[:-1]])
         return logits
 
     def _cancelled(self) -> bool:
@@ -350,8 +353,9 @@ class FullAttnDecoder:
                     break
                 mask_index = x == self.mask_id
                 mask_index[hi:] = False
-                first = self._rows_from(lo)
-                proposal, confidence = self._llada_rows(self._forward(x, 0, first=first), x, mask_index, first)
+                first, last = self._rows(lo, hi)
+                proposal, confidence = self._llada_rows(self._forward(x, 0, first=first, last=last), x,
+                                                        mask_index, first, last)
                 chosen = torch.topk(confidence, schedule[i]).indices
                 x[chosen] = proposal[chosen]
                 self.steps_per_block[-1] += 1
@@ -367,18 +371,18 @@ class FullAttnDecoder:
             if self._cancelled():
                 return
             cache = KVSnapshot(layers)
-            first = self._rows_from(lo)
-            logits = self._forward(x, 0, cache, first=first)  # the whole sequence; its keys/values kept
+            first, last = self._rows(lo, lo + 1 if self.dream else hi)
+            logits = self._forward(x, 0, cache, first=first, last=last)  # whole sequence, keys/values kept
             step = 1
             if self.dream:  # the block's first token from the full forward, unconditionally
                 _, x0 = sample_tokens(logits, cfg.temperature, self._top_p(), self._top_k(),
                                       self.generator)  # sampling: every row, as the reference draws
-                x[lo] = x0[lo - first]
+                x[lo] = x0[lo - (first or 0)]
                 committed = 1
             else:
                 mask_index = x == self.mask_id
                 mask_index[hi:] = False
-                proposal, full = self._llada_rows(logits, x, mask_index, first)
+                proposal, full = self._llada_rows(logits, x, mask_index, first, last)
                 committed = self._commit_ranked(x, proposal, full, int(mask_index.sum()), threshold)
             self.steps_per_block.append(1)
             yield b, step, lo, min(hi, n + cfg.max_new_tokens), committed
@@ -388,13 +392,14 @@ class FullAttnDecoder:
                 if self._cancelled():
                     return
                 view = x[lo:end]
-                logits = self._forward(view, lo, cache)
+                logits = self._forward(view, lo, cache, *self._rows(lo, hi))
                 mask_index = view == self.mask_id
                 if not self.dream:  # LLaDA proposes for the block only; Dream for the whole view
                     mask_index[B:] = False
                     if self.mode == "prefix" and cfg.temperature > 0:
                         self._llada_choice(logits)  # the reference draws (and drops) one noise more here
-                committed = self._threshold_commit(view, logits, mask_index, B, threshold)
+                rows = logits.shape[0]  # greedy: the block's rows only (nothing after it can commit)
+                committed = self._threshold_commit(view[:rows], logits, mask_index[:rows], B, threshold)
                 step += 1
                 self.steps_per_block[-1] += 1
                 yield b, step, lo, min(hi, n + cfg.max_new_tokens), committed
@@ -415,23 +420,25 @@ class FullAttnDecoder:
             full[block:] = float("-inf")
             count = int((x[:block] == self.mask_id).sum())
         else:
-            proposal, full = self._llada_rows(logits, x, mask_index, 0)
+            proposal, full = self._llada_rows(logits, x, mask_index, 0, logits.shape[0])
             count = int(mask_index.sum())
         return self._commit_ranked(x, proposal, full, count, threshold)
 
-    def _rows_from(self, lo: int) -> int:
-        """The first position whose logits a whole-sequence forward needs: the block's, or every
-        row when sampling (the references draw noise for every row)."""
-        return 0 if self.cfg.temperature > 0 else lo
+    def _rows(self, lo: int, hi: int) -> tuple[int | None, int | None]:
+        """The positions whose logits a forward needs, (first, last): lo..hi-1 when greedy, every
+        row when sampling (the references draw noise / samples for every row they compute)."""
+        return (None, None) if self.cfg.temperature > 0 else (lo, hi)
 
-    def _llada_rows(self, logits: torch.Tensor, x: torch.Tensor, mask_index: torch.Tensor, first: int):
-        """LLaDA's proposal and confidence over all of x from logits of positions first..:
-        (proposal [L], confidence [L], -inf where not masked)."""
+    def _llada_rows(self, logits: torch.Tensor, x: torch.Tensor, mask_index: torch.Tensor,
+                    first: int | None, last: int | None):
+        """LLaDA's proposal and confidence over all of x from the logits of positions
+        first..last-1 (None: all): (proposal [L], confidence [L], -inf where not masked)."""
+        rows = slice(first, last)
         x0, p = self._llada_choice(logits)
         proposal = x.clone()
-        proposal[first:] = x0
+        proposal[rows] = x0
         full = torch.full(x.shape, float("-inf"), dtype=p.dtype, device=self.device)
-        full[first:] = torch.where(mask_index[first:], p, torch.tensor(float("-inf"), dtype=p.dtype))
+        full[rows] = torch.where(mask_index[rows], p, torch.tensor(float("-inf"), dtype=p.dtype))
         return proposal, full
 
     def _commit_ranked(self, x: torch.Tensor, proposal: torch.Tensor, full: torch.Tensor, count: int,

@@ -135,7 +135,7 @@ class LLaDA1(OwnNetwork, nn.Module):
         return self.model.transformer.wte
 
     def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None, use_cache=True,
-                logits_to_keep: int = 0, **_):
+                logits_to_keep: int | slice = 0, **_):
         t = self.model.transformer
         x = t.wte(input_ids)
         if position_ids is None:
@@ -149,7 +149,9 @@ class LLaDA1(OwnNetwork, nn.Module):
         for block in t.blocks:
             x = block(x, cos, sin, mask, cache if use_cache else None)
         x = t.ln_f(x)
-        if logits_to_keep:
+        if isinstance(logits_to_keep, slice):  # these rows only (engine/fullattn_decode.py)
+            x = x[:, logits_to_keep]
+        elif logits_to_keep:
             x = x[:, -logits_to_keep:]
         return SimpleNamespace(logits=F.linear(x, self.lm_head.weight))
 

@@ -235,7 +235,7 @@ class QwenForCausalLM(OwnNetwork, nn.Module):
         self.config._attn_implementation = name
 
     def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None, use_cache=True,
-                logits_to_keep: int = 0, **_):
+                logits_to_keep: int | slice = 0, **_):
         x = self.model.embed_tokens(input_ids)
         cache = cache if use_cache else None
         start = cache.get_seq_length() if cache is not None else 0
@@ -257,7 +257,9 @@ class QwenForCausalLM(OwnNetwork, nn.Module):
         for layer in self.model.layers:
             x = layer(x, cos, sin, mask, cache)
         x = self.model.norm(x)
-        if logits_to_keep:
+        if isinstance(logits_to_keep, slice):  # these rows only (engine/fullattn_decode.py)
+            x = x[:, logits_to_keep]
+        elif logits_to_keep:
             x = x[:, -logits_to_keep:]
         return SimpleNamespace(logits=self.lm_head(x))
 
