@@ -64,6 +64,11 @@ class FullAttnDecoder:
         self.forward_seconds = 0.0
         self.streamer = TextStreamer(lm.tokenizer, hidden_token_ids(lm.tokenizer, self.eos, self.mask_id))
         self.n = len(self.prompt)
+        if self.mode == "exact" and not self.dream and cfg.diffusion_steps:  # LLaDA: checked up front
+            blocks = -(-cfg.max_new_tokens // self.B)
+            if cfg.diffusion_steps % blocks:
+                raise ValueError(f"diffusion steps ({cfg.diffusion_steps}) must be a multiple of the "
+                                 f"number of blocks ({blocks})")
 
     # -- settings ------------------------------------------------------------------------
     def _alg(self) -> str:

@@ -218,7 +218,7 @@ def test_family_detection_and_mode_errors(llada):
         detect_family({})
 
 
-def test_generate_names_the_modes_and_refuses_one_for_another_family(dream, clover):
+def test_generate_names_the_modes_and_refuses_one_for_another_family(dream, llada, clover):
     help_text = clover("generate", "--help").stdout
     assert "--diffusion-mode" in help_text and "approximate" in help_text and "exact" in help_text
     out = clover("generate", "--model", "tiny", "--raw", "--prompt", "hello", "--max-new-tokens", "4",
@@ -236,3 +236,7 @@ def test_generate_names_the_modes_and_refuses_one_for_another_family(dream, clov
     out = clover("--diffusion-mode", "exact", "generate", "--model", str(dream[0]), "--raw", "--prompt",
                  "t1000", "--max-new-tokens", "4", "--diffusion-steps", "4", "--json")
     assert json.loads(out.stdout)["diffusion_mode"] == "exact (reference)"
+    out = clover("generate", "--model", str(llada[0]), "--raw", "--prompt", "t1000", "--max-new-tokens", "64",
+                 "--diffusion-mode", "exact", "--diffusion-steps", "33")
+    lines = out.stderr.strip().splitlines()
+    assert out.exit_code == 2 and len(lines) == 1 and "multiple of the number of blocks (2)" in lines[0]
