@@ -10,8 +10,8 @@ import importlib
 
 import click
 
-from clover_cli.commands.options import (approval_option, model_option, root_option, session_options,
-                                         threshold_option)
+from clover_cli.commands.options import (approval_option, diffusion_mode_option, model_option,
+                                         root_option, session_options, threshold_option)
 
 # name -> (module under clover_cli.commands, attribute, one-line help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -55,6 +55,7 @@ class LazyGroup(click.Group):
 @root_option()
 @approval_option()
 @threshold_option()
+@diffusion_mode_option()
 @session_options()
 @click.version_option(package_name="clover-cli", prog_name="clover")
 @click.pass_context

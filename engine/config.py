@@ -39,6 +39,11 @@ class GenerationConfig:
     editing: bool | None = None
     editing_threshold: float = 0.9
     max_post_steps: int = 16
+    # full-attention diffusion (Dream, LLaDA 1.x; engine/fullattn_decode.py): "exact" (their own
+    # generate), "prefix" / "dual" (Fast-dLLM v1 caches, approximate); None: the default (dual)
+    diffusion_mode: str | None = None
+    diffusion_steps: int | None = None  # exact mode's steps (None: generation_config / the length)
+    diffusion_alg: str | None = None  # Dream's alg (None: generation_config.json's, else origin)
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
@@ -60,4 +65,8 @@ class GenerationConfig:
             raise ValueError(f"editing_threshold must be in [0, 1], got {self.editing_threshold}")
         if self.max_post_steps < 0:
             raise ValueError("max_post_steps must be >= 0")
+        if self.diffusion_mode is not None and self.diffusion_mode not in ("exact", "prefix", "dual"):
+            raise ValueError(f"diffusion_mode must be exact, prefix or dual, got {self.diffusion_mode!r}")
+        if self.diffusion_steps is not None and self.diffusion_steps < 1:
+            raise ValueError("diffusion_steps must be >= 1")
         self.stop = tuple(self.stop)

@@ -11,6 +11,7 @@ from .block_decode import BlockDecoder
 from .config import GenerationConfig
 from .edit_decode import EditDecoder, editing_wanted
 from .events import GenerationResult
+from .fullattn_decode import FULL_ATTENTION, FullAttnDecoder, resolve_mode
 from .healing import heal_prompt
 from .prefix_cache import PrefixCache, default_budget_bytes
 
@@ -57,11 +58,12 @@ class Engine:
             raise ValueError(f"cache_mb must be >= 0, got {cache_mb}")
         self.lm = lm
         self.threads = configure_cpu_threads(lm.model)
-        # DiffusionGemma keeps transformers' attention: its reference runs on it (engine/gemma_decode.py)
-        own_sampler = lm.family.name == "diffusion_gemma"
-        self.kernels = ([] if use_kernels is False or own_sampler
+        # DiffusionGemma keeps transformers' attention: its reference runs on it
+        # (engine/gemma_decode.py); Dream / LLaDA 1.x attend in full, so no block-causal kernels
+        own_attention = lm.family.name == "diffusion_gemma" or lm.family.name in FULL_ATTENTION
+        self.kernels = ([] if use_kernels is False or own_attention
                         else install_kernels(lm.model, force=bool(use_kernels)))
-        if not self.kernels and not own_sampler:
+        if not self.kernels and not own_attention:
             install_gqa_attention(lm.model)
         # GDN hybrids fuse too: their recurrent layers split the fused input (recurrent_split.py)
         self.fuse_commit = fuse_commit
@@ -78,10 +80,13 @@ class Engine:
         reuse: start from the longest prefix an earlier request's cache shares with the prompt,
         and keep this request's cache for later ones (False: neither)."""
         cfg = config or GenerationConfig()
+        resolve_mode(self.lm.family.name, cfg.diffusion_mode)  # a mode for another family: error
         if self.lm.family.name == "diffusion_gemma":  # its own sampler; no healing, no prefix reuse
             from .gemma_decode import GemmaDecoder
 
             return GemmaDecoder(self.lm, list(prompt_ids), cfg, cancel).run()
+        if self.lm.family.name in FULL_ATTENTION:  # Dream / LLaDA 1.x: no prefix reuse, no healing
+            return FullAttnDecoder(self.lm, list(prompt_ids), cfg, cancel).run()
         healing = heal_prompt(self.lm, list(prompt_ids)) if cfg.token_healing else None
         ids = list(healing.prompt_ids) if healing else list(prompt_ids)
         prefix = self.prefix_cache if reuse and self.prefix_cache.budget > 0 else None

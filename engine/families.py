@@ -15,7 +15,8 @@ class FamilyError(ValueError):
 
 @dataclass(frozen=True)
 class Family:
-    name: str  # "clover" | "sdar" | "fast_dllm_v2" | "llada2" | "hybrid" | "diffusion_gemma" | "ar"
+    name: str  # "clover" | "sdar" | "fast_dllm_v2" | "llada2" | "dream" | "llada" | "hybrid" |
+    #   "diffusion_gemma" | "ar"
     is_diffusion: bool
     hf_model_type: str  # the transformers model_type the weights load as
     mask_token_id: int | None = None
@@ -42,6 +43,10 @@ FAST_DLLM_MASK_ID = 151665
 FAST_DLLM_STOP_TOKEN = 151645  # <|im_end|>: the reference generate's stop_token default
 FAST_DLLM_SUB_BLOCK = 8  # the reference's small_block_size default
 DREAM_TYPES = {"dream", "Dream"}
+LLADA1_TYPES = {"llada", "LLaDA"}  # LLaDA 1.x / 1.5 (LLaDAModelLM)
+DREAM_MASK_ID = 151666
+LLADA1_MASK_ID = 126336
+FULL_ATTENTION_FAMILIES = ("dream", "llada")  # engine/fullattn_decode.py decodes these
 
 
 def detect_family(config: dict[str, Any], *, block_size: int | None = None) -> Family:
@@ -65,12 +70,13 @@ def detect_family(config: dict[str, Any], *, block_size: int | None = None) -> F
         if not isinstance(canvas, int) or not 1 <= canvas <= 4096:
             raise FamilyError(f"bad canvas_length {canvas!r} in config")
         return Family("diffusion_gemma", True, "diffusion_gemma", None, canvas)
-    if model_type in DREAM_TYPES or model_type in ("llada", "LLaDA"):
-        raise FamilyError(
-            f"{model_type} is a full-attention diffusion model (Dream / LLaDA 1.x): its reference "
-            "decodes with no KV cache, and block-wise caching of it (Fast-dLLM v1) is approximate, "
-            "so the engine refuses it rather than give different tokens; use a block-diffusion "
-            "checkpoint (SDAR, Fast-dLLM v2, LLaDA2.0)")
+    if model_type in DREAM_TYPES or model_type in LLADA1_TYPES:
+        # full-attention diffusion (engine/fullattn_decode.py): no block structure of their own;
+        # block_size is the Fast-dLLM v1 cached modes' block (32)
+        dream = model_type in DREAM_TYPES
+        mask = mask_id if mask_id is not None else (DREAM_MASK_ID if dream else LLADA1_MASK_ID)
+        return Family("dream" if dream else "llada", True, model_type.lower(), int(mask),
+                      _block(32), shifted_logits=dream)
     if model_type == "Fast_dLLM_Qwen" or model_type.lower() == "fast_dllm_qwen":
         mask = mask_id if mask_id is not None else FAST_DLLM_MASK_ID
         # the reference stops at its own stop token only (never generation_config's extra EOS

@@ -192,6 +192,17 @@ def _load_directory(directory: Path, name: str, *, device: Any, dtype: Any,
     if family.name == "llada2":  # no transformers class: our own module (engine/models/llada2.py)
         return _finish(directory, name, raw, family, _load_own("llada2", directory, name, raw, dtype, device),
                        device, native)
+    if family.name == "llada":  # LLaDA 1.x: our own module (engine/models/llada1.py)
+        return _finish(directory, name, raw, family, _load_own("llada1", directory, name, raw, dtype, device),
+                       device, native)
+    if family.name == "dream":  # Qwen2-shaped, bidirectional: engine/models/qwen.py, never transformers
+        from .models.qwen import unsupported
+
+        why = unsupported(raw, _pick_dtype(dtype, device))
+        if why is not None:
+            raise ModelLoadError(f"{name}: this Dream checkpoint is not supported ({why})")
+        return _finish(directory, name, raw, family, _load_own("qwen", directory, name, raw, dtype, device),
+                       device, native)
     if _use_native(native):
         from .models.qwen import unsupported
 
@@ -250,6 +261,8 @@ def _load_own(module: str, directory: Path, name: str, raw: dict, dtype: Any, de
     unsupported: Any = ()  # catches nothing
     if module == "qwen":
         from .models.qwen import load_qwen as load
+    elif module == "llada1":
+        from .models.llada1 import load_llada1 as load
     else:
         from .models.llada2 import UnsupportedConfig as unsupported, load_llada2 as load
     try:

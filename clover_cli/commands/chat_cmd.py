@@ -10,8 +10,9 @@ from pathlib import Path
 
 import click
 
-from clover_cli.commands.options import (approval_option, cache_mb_option, command_line, model_option,
-                                         root_option, session_options, threshold_option)
+from clover_cli.commands.options import (approval_option, cache_mb_option, command_line,
+                                         diffusion_mode_option, model_option, root_option,
+                                         session_options, threshold_option)
 
 
 @click.command("chat")
@@ -20,6 +21,7 @@ from clover_cli.commands.options import (approval_option, cache_mb_option, comma
 @approval_option()
 @threshold_option()
 @cache_mb_option()
+@diffusion_mode_option()
 @session_options()
 @click.pass_context
 def chat(ctx: click.Context) -> None:
@@ -50,9 +52,12 @@ def chat(ctx: click.Context) -> None:
     from clover_cli.tui.app import CloverApp
     from clover_cli.tui.bridge import SessionOptions
 
+    backend_options: dict = {"cache_mb": cfg.cache_mb} if cfg.cache_mb is not None else {}
+    if line.diffusion_mode:  # Dream / LLaDA 1.x (engine/fullattn_decode.py)
+        backend_options["diffusion_mode"] = line.diffusion_mode
     options = SessionOptions(model=cfg.model, root=root_path, approval=cfg.approval,
                              threshold=cfg.threshold, resume="last" if line.continue_ else line.session_id,
-                             backend_options={"cache_mb": cfg.cache_mb} if cfg.cache_mb is not None else {})
+                             backend_options=backend_options)
     result = CloverApp(options).run()
     if result and result.get("session_id"):
         click.echo(f"Session {result['session_id']} saved to {result['session_path']}")

@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from clover_cli.commands.options import command_line, diffusion_mode_option
 from clover_cli.engine.config import DEFAULT_THRESHOLD
 
 
@@ -85,13 +86,19 @@ def load_or_exit(spec, **kwargs):
               help="With editing: rewrite a committed token whose new prediction is above this.")
 @click.option("--max-post-steps", type=click.IntRange(0), default=16, show_default=True,
               help="With editing: editing-only steps after a block has no mask left.")
+@diffusion_mode_option()
+@click.option("--diffusion-steps", type=click.IntRange(1), default=None,
+              help="Dream / LLaDA 1.x exact mode: denoising steps (default: generation_config.json's, "
+                   "else one per generated position).")
 @click.option("--offline", is_flag=True, help="Never download an hf: model (as HF_HUB_OFFLINE=1).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of streaming text.")
 @click.pass_context
 def generate(ctx, model_spec, prompt, prompt_file, raw, max_new_tokens, block_size, threshold, temperature,
              top_p, seed, stop, repetition_penalty, progressive_ending, token_healing, sub_block,
-             eos_confine, editing, editing_threshold, max_post_steps, offline, as_json) -> None:
+             eos_confine, editing, editing_threshold, max_post_steps, diffusion_steps, offline,
+             as_json) -> None:
     """Decode a prompt with the engine (block diffusion or AR) and stream it as blocks commit."""
+    diffusion_mode = command_line(click.get_current_context()).diffusion_mode
     if (prompt is None) == (prompt_file is None):
         raise click.UsageError("give exactly one of --prompt or --prompt-file")
     if prompt_file is not None:
@@ -122,13 +129,14 @@ def generate(ctx, model_spec, prompt, prompt_file, raw, max_new_tokens, block_si
                            repetition_penalty=repetition_penalty, progressive_ending=progressive_ending,
                            token_healing=(raw and own is None) if token_healing is None else token_healing,
                            sub_block_size=sub_block, eos_confine=eos_confine, editing=editing,
-                           editing_threshold=editing_threshold, max_post_steps=max_post_steps)
+                           editing_threshold=editing_threshold, max_post_steps=max_post_steps,
+                           diffusion_mode=diffusion_mode, diffusion_steps=diffusion_steps)
+    result = None
     try:
         events = Engine(lm).stream(prompt_ids, cfg)
-    except ValueError as exc:  # settings this model's decode does not take (token editing)
+    except ValueError as exc:  # settings this model's decode does not take (editing, a mode)
         click.echo(f"clover: error: {exc}", err=True)
         sys.exit(2)
-    result = None
     try:
         for event in events:
             if isinstance(event, BlockCommitted) and not as_json:
@@ -151,8 +159,18 @@ def generate(ctx, model_spec, prompt, prompt_file, raw, max_new_tokens, block_si
             "model": lm.name, "block_size": block_size or lm.block_size,
             "threshold": None if own else threshold, "sampler": own or "threshold",
             "token_healing": cfg.token_healing,
+            **({"diffusion_mode": mode} if (mode := _mode(lm, diffusion_mode)) else {}),
         }))
     else:
         click.echo("")
+        label = _mode(lm, diffusion_mode)
         click.echo(f"[{result.finish_reason}] {stats.generated_tokens} tokens, {stats.forwards} forwards, "
-                   f"TPF {stats.tpf:.2f}, {stats.tokens_per_second:.1f} tok/s", err=True)
+                   f"TPF {stats.tpf:.2f}, {stats.tokens_per_second:.1f} tok/s"
+                   + (f", {label}" if label else ""), err=True)
+
+
+def _mode(lm, mode: str | None) -> str:
+    """The decoding mode's label for full-attention diffusion models ("" for the rest)."""
+    from clover_cli.engine.fullattn_decode import mode_label
+
+    return mode_label(lm.family.name, mode)

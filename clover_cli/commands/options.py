@@ -35,6 +35,7 @@ class CommandLine:
     approval: str | None = None
     threshold: float | None = None
     cache_mb: float | None = None
+    diffusion_mode: str | None = None
     continue_: bool = False
     session_id: str | None = None
 
@@ -86,6 +87,18 @@ def threshold_option(help: str = f"Block-diffusion commit threshold, 0 < t <= 1 
                      ) -> Callable:
     """--threshold T (range-checked once, by the settings loader)."""
     return _shared("--threshold", field="threshold", type=float, help=help)
+
+
+DIFFUSION_MODES = ("exact", "prefix", "dual")  # engine/fullattn_decode.py MODES
+DIFFUSION_MODE_HELP = ("Dream / LLaDA 1.x only: exact = the model's own generate (no cache, slow, "
+                       "exact); prefix / dual = Fast-dLLM v1 prefix or dual KV cache (fast, "
+                       "approximate). Default: dual.")
+
+
+def diffusion_mode_option(help: str = DIFFUSION_MODE_HELP) -> Callable:
+    """--diffusion-mode exact|prefix|dual (full-attention diffusion models; docs/engine.md)."""
+    return _shared("--diffusion-mode", field="diffusion_mode", type=click.Choice(DIFFUSION_MODES),
+                   help=help)
 
 
 def cache_mb_option(help: str = "MiB kept for earlier requests' caches, so a prompt that shares a "

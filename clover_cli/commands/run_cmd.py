@@ -15,8 +15,9 @@ import sys
 import click
 
 from clover_cli.agent.config import HEADLESS_APPROVAL_MODES
-from clover_cli.commands.options import (approval_option, cache_mb_option, command_line, max_steps_option,
-                                         model_option, root_option, session_options, threshold_option)
+from clover_cli.commands.options import (approval_option, cache_mb_option, command_line,
+                                         diffusion_mode_option, max_steps_option, model_option,
+                                         root_option, session_options, threshold_option)
 from clover_cli.termsafe import StreamCleaner, clean_line, clean_text, json_line, utf8_safe
 
 
@@ -39,6 +40,7 @@ def _fail_args(message: str) -> None:
 @click.option("--api-key-env", default=None, metavar="NAME", help="Environment variable holding the API key (openai: models).")
 @threshold_option()
 @cache_mb_option()
+@diffusion_mode_option()
 @click.option("--max-new-tokens", type=click.IntRange(1), default=None, help="Token budget per model call.")
 @click.option("--context-window", type=click.IntRange(256), default=None,
               help="The model's context window in tokens (default: what an openai: server reports, else the model's).")
@@ -78,6 +80,8 @@ def run(ctx: click.Context, task, max_steps, as_json, shell_allow, api_key_env, 
     opts: dict = {"threshold": threshold}
     if settings.config.cache_mb is not None:
         opts["cache_mb"] = settings.config.cache_mb
+    if line.diffusion_mode:  # Dream / LLaDA 1.x only: another backend names the option it lacks
+        opts["diffusion_mode"] = line.diffusion_mode
     if api_key_env:
         opts["api_key_env"] = api_key_env
         from clover_cli.tools.sandbox_env import register_secret_env
@@ -85,7 +89,7 @@ def run(ctx: click.Context, task, max_steps, as_json, shell_allow, api_key_env, 
         register_secret_env(api_key_env)  # its value never reaches a sandboxed command, by any name
     try:
         backend = make_backend(model, **opts)
-    except (SpecError, BackendError) as e:
+    except (SpecError, BackendError, TypeError) as e:
         _fail_args(str(e))
     cfg_kw = {"max_new_tokens": max_new_tokens} if max_new_tokens else {}
     if context_window:

@@ -28,7 +28,8 @@ from torch import nn
 from .state import ModelConfig, OwnNetwork
 
 QWEN3_TYPES = {"qwen3", "sdar"}  # q/k RMSNorm, no bias by default (attention_bias)
-QWEN2_TYPES = {"qwen2", "fast_dllm_qwen"}  # biased q/k/v, no q/k norm
+QWEN2_TYPES = {"qwen2", "fast_dllm_qwen", "dream"}  # biased q/k/v, no q/k norm
+BIDIRECTIONAL_TYPES = {"dream"}  # Dream: full attention, no causal mask (docs/engine.md, "Full-attention diffusion")
 DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
 
 
@@ -216,6 +217,8 @@ class QwenForCausalLM(OwnNetwork, nn.Module):
         self.model = Backbone(c)
         self.lm_head = Linear(c.hidden_size, c.vocab_size, bias=False, device=c.device)
         self.register_buffer("inv_freq", _inv_freq(c), persistent=False)
+        # without a mask, queries see every key (Dream) instead of the keys before them
+        self.causal = str(raw.get("model_type", "")).lower() not in BIDIRECTIONAL_TYPES
 
     def get_input_embeddings(self):
         return self.model.embed_tokens
@@ -232,7 +235,7 @@ class QwenForCausalLM(OwnNetwork, nn.Module):
         self.config._attn_implementation = name
 
     def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None, use_cache=True,
-                logits_to_keep: int = 0, **_):
+                logits_to_keep: int | slice = 0, **_):
         x = self.model.embed_tokens(input_ids)
         cache = cache if use_cache else None
         start = cache.get_seq_length() if cache is not None else 0
@@ -245,7 +248,7 @@ class QwenForCausalLM(OwnNetwork, nn.Module):
         cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
         if attention_mask is not None:
             mask = attention_mask.to(x.dtype)
-        elif t > 1:  # causal over the cached keys and these queries
+        elif t > 1 and self.causal:  # causal over the cached keys and these queries
             allowed = torch.ones(t, start + t, dtype=torch.bool, device=x.device).tril(start)
             mask = torch.zeros(allowed.shape, dtype=x.dtype, device=x.device)
             mask = mask.masked_fill(~allowed, torch.finfo(x.dtype).min)[None, None]
@@ -254,7 +257,9 @@ class QwenForCausalLM(OwnNetwork, nn.Module):
         for layer in self.model.layers:
             x = layer(x, cos, sin, mask, cache)
         x = self.model.norm(x)
-        if logits_to_keep:
+        if isinstance(logits_to_keep, slice):  # these rows only (engine/fullattn_decode.py)
+            x = x[:, logits_to_keep]
+        elif logits_to_keep:
             x = x[:, -logits_to_keep:]
         return SimpleNamespace(logits=self.lm_head(x))
 

@@ -27,7 +27,8 @@ class EngineBackend(ModelBackend):
     def __init__(self, spec: str, threshold: float = DEFAULT_THRESHOLD, device: str | None = None,
                  dtype: Any = None, lm: Any = None, repetition_penalty: float = 1.05,
                  progressive_ending: bool = True, temperature: float = 0.0, top_p: float = 1.0,
-                 seed: int | None = None, denoise_events: bool = True, cache_mb: float | None = None) -> None:
+                 seed: int | None = None, denoise_events: bool = True, cache_mb: float | None = None,
+                 diffusion_mode: str | None = None) -> None:
         super().__init__(threshold)
         from clover_cli.engine.engine import Engine
         from clover_cli.engine.loader import ModelLoadError, load_model
@@ -37,6 +38,13 @@ class EngineBackend(ModelBackend):
                 lm = load_model(spec, device=device, dtype=dtype)
             except ModelLoadError as e:
                 raise BackendError(str(e)) from None
+        from clover_cli.engine.fullattn_decode import mode_label, resolve_mode
+
+        try:  # a mode for a family without modes is one line (engine/fullattn_decode.py)
+            self.diffusion_mode = resolve_mode(lm.family.name, diffusion_mode)
+        except ValueError as e:
+            raise BackendError(str(e)) from None
+        self.mode_label = mode_label(lm.family.name, self.diffusion_mode)
         self.lm = lm
         self.engine = Engine(lm, cache_mb=cache_mb)  # cache_mb: None the engine's default, 0 no reuse
         self.name = lm.name
@@ -53,6 +61,14 @@ class EngineBackend(ModelBackend):
         self._kept = KeptIds()
         family_stops = getattr(getattr(lm, "family", None), "stop_ids", None) or ()
         self._eos = frozenset(int(i) for i in (*(lm.eos_token_ids or ()), *family_stops))
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """The base info, plus `mode` for full-attention diffusion models (status line)."""
+        info = dict(super().info)
+        if self.mode_label:
+            info["mode"] = self.mode_label
+        return info
 
     def prompt_ids(self, messages: list[dict], tools: list[dict]) -> list[int]:
         """The token ids of the rendered conversation, ending with the assistant's turn opening;
@@ -92,7 +108,8 @@ class EngineBackend(ModelBackend):
         cfg = GenerationConfig(max_new_tokens=min(max_new_tokens, room), threshold=self.threshold,
                                temperature=self.temperature, top_p=self.top_p, seed=self.seed,
                                repetition_penalty=self.repetition_penalty,
-                               progressive_ending=self.progressive_ending)
+                               progressive_ending=self.progressive_ending,
+                               diffusion_mode=self.diffusion_mode)
         # the template may open the thinking section in the prompt itself
         tail = prompt.rstrip()
         splitter = ThinkSplitter(inside=tail.endswith("<think>"))

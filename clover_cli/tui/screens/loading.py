@@ -62,7 +62,7 @@ class ModelLoading:
                         block_size=info.get("block_size") if in_process else None, threshold=info.get("threshold"),
                         context_window=info.get("context_window"), branch=msg.branch,
                         context_used=info.get("context_used"), cached=None, first_block=None,
-                        approval=msg.agent.approval)
+                        approval=msg.agent.approval, mode=info.get("mode") or "")
         self.set_busy("")
         if msg.resumed:
             self.show_history(msg.agent.messages)

@@ -23,7 +23,7 @@ def short_model_name(name: str) -> str:
     return name
 
 
-DROP_ORDER = ("threshold", "first_block", "speed", "cached", "block", "branch", "context", "tpf")
+DROP_ORDER = ("threshold", "first_block", "speed", "cached", "block", "branch", "mode", "context", "tpf")
 
 
 def _k(n: int) -> str:
@@ -47,6 +47,7 @@ class StatusInfo:
     approval: str = "ask"
     branch: str | None = None
     busy: str = ""  # "generating", "compacting", ...
+    mode: str = ""  # the decoding mode when the model has several, e.g. "dual cache (approx)"
     extra: dict = field(default_factory=dict)
 
     def fields(self) -> list[tuple[str, str]]:
@@ -57,6 +58,8 @@ class StatusInfo:
         out = [("model", name + (" (loading…)" if self.loading else ""))]
         if self.block_size is not None:
             out.append(("block", f"block {self.block_size}" if self.block_size > 1 else "AR"))
+        if self.mode:
+            out.append(("mode", self.mode))
         if self.threshold is not None and (self.block_size or 0) > 1:
             out.append(("threshold", f"thr {self.threshold:g}"))
         if self.tpf:

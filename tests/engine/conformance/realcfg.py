@@ -25,6 +25,8 @@ def released(name: str) -> dict:
 
 
 def shrink(raw: dict) -> dict:
+    if raw.get("model_type") == "llada":  # LLaDA 1.x names its sizes its own way
+        return dict(raw, n_layers=2, d_model=64, n_heads=4, n_kv_heads=4, mlp_hidden_size=128)
     cfg = dict(raw, num_hidden_layers=2, hidden_size=64)
     if cfg.get("head_dim") is None and 64 % cfg["num_attention_heads"]:
         cfg.update(num_attention_heads=4, num_key_value_heads=2)  # 12 heads do not divide 64
@@ -32,11 +34,12 @@ def shrink(raw: dict) -> dict:
 
 
 def write_tokenizer(directory: Path, vocab_size: int, mask_id: int, eos: str = "<|im_end|>",
-                    stop_ids: tuple[int, ...] = ()):
+                    stop_ids: tuple[int, ...] = (), specials: dict[int, str] | None = None,
+                    chat_template: str = CHAT_TEMPLATE):
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    names = dict(SPECIALS)
+    names = dict(SPECIALS if specials is None else specials)
     names[mask_id] = "<|mask|>"
     for i in stop_ids:
         names.setdefault(i, f"<|stop{i}|>")
@@ -46,13 +49,21 @@ def write_tokenizer(directory: Path, vocab_size: int, mask_id: int, eos: str = "
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=eos, pad_token="<|endoftext|>",
                                    mask_token="<|mask|>", unk_token="t0")
     fast.add_special_tokens({"additional_special_tokens": [n for i, n in sorted(names.items())]})
-    fast.chat_template = CHAT_TEMPLATE
+    fast.chat_template = chat_template
     fast.save_pretrained(str(directory))
     return fast
 
 
+LLADA_SPECIALS = {126080: "<|startoftext|>", 126081: "<|endoftext|>", 126346: "<|start_header_id|>",
+                  126347: "<|end_header_id|>", 126348: "<|eot_id|>"}
+LLADA_TEMPLATE = (
+    "{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n{{ m['content'] }}"
+    "<|eot_id|>{% endfor %}{% if add_generation_prompt %}<|start_header_id|>assistant"
+    "<|end_header_id|>\n\n{% endif %}")
+
+
 def build(raw: dict, directory: Path, *, hf_type: str, stop_ids: tuple[int, ...], seed: int = 0,
-          scale: float = 6.0, eos_boost: float = 2.5) -> Path:
+          scale: float = 6.0, eos_boost: float = 2.5, chat_template: str = CHAT_TEMPLATE) -> Path:
     """Write config.json (shrunk, otherwise as released), weights and tokenizer to directory."""
     import torch
     from safetensors.torch import save_file
@@ -61,7 +72,12 @@ def build(raw: dict, directory: Path, *, hf_type: str, stop_ids: tuple[int, ...]
     directory.mkdir(parents=True, exist_ok=True)
     cfg = shrink(raw)
     mask_id = int(cfg.get("mask_token_id") or (156895 if hf_type == "llada2_moe" else 151665))
-    write_tokenizer(directory, cfg["vocab_size"], mask_id, stop_ids=stop_ids)
+    if hf_type == "llada":
+        write_tokenizer(directory, cfg["vocab_size"], mask_id, eos="<|eot_id|>", stop_ids=stop_ids,
+                        specials=LLADA_SPECIALS, chat_template=LLADA_TEMPLATE)
+    else:
+        write_tokenizer(directory, cfg["vocab_size"], mask_id, stop_ids=stop_ids,
+                        chat_template=chat_template)
     plain = {k: v for k, v in cfg.items() if k not in (
         "model_type", "architectures", "auto_map", "attn_implementation", "torch_dtype", "use_cache",
         "transformers_version")}
@@ -70,6 +86,10 @@ def build(raw: dict, directory: Path, *, hf_type: str, stop_ids: tuple[int, ...]
         from clover_cli.engine.models.llada2 import LLaDA2MoE
 
         model = LLaDA2MoE(cfg)
+    elif hf_type == "llada":  # LLaDA 1.x: the engine's own module too
+        from clover_cli.engine.models.llada1 import LLaDA1
+
+        model = LLaDA1(cfg)
     else:
         model = AutoModelForCausalLM.from_config(AutoConfig.for_model(hf_type, **plain),
                                                  attn_implementation="eager")

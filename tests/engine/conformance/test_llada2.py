@@ -133,12 +133,14 @@ def test_llada2_refuses_a_rope_scaling_it_does_not_implement(llada2, tmp_path, s
     assert "\n" not in message and f"rope_scaling type {refused} is not supported" in message
 
 
-def test_dream_and_llada1_are_refused_with_the_reason():
-    from clover_cli.engine.families import FamilyError, detect_family
+def test_dream_and_llada1_are_families_now_not_refusals():
+    """Issue 38 replaced the refusal: Dream and LLaDA 1.x are full-attention families decoded by
+    engine/fullattn_decode.py (tests/engine/conformance/test_fullattn.py proves their tokens)."""
+    from clover_cli.engine.families import detect_family
 
-    for model_type in ("Dream", "llada"):
-        with pytest.raises(FamilyError, match="full-attention diffusion.*approximate"):
-            detect_family({"model_type": model_type, "mask_token_id": 1})
+    for model_type, name, shifted in (("Dream", "dream", True), ("llada", "llada", False)):
+        family = detect_family({"model_type": model_type, "mask_token_id": 1})
+        assert (family.name, family.is_diffusion, family.shifted_logits) == (name, True, shifted)
 
 
 @pytest.mark.parametrize("case", ["extends", "mid_block"])

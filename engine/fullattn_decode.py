@@ -1,0 +1,381 @@
+"""Decoding of full-attention diffusion models: Dream 7B and LLaDA 1.x (docs/engine.md,
+"Full-attention diffusion").
+
+Neither has a block structure of its own: every position attends to every other, so nothing
+computed for a committed token stays valid once another token changes, and a KV cache is an
+approximation by nature. Three modes:
+
+- `exact`: the family's own generate, token for token. Dream: `diffusion_generate` (Ye et al.
+  2025, Dream-org/Dream `generation_utils.py`): the whole answer is one masked canvas; `steps`
+  steps on the schedule linspace(1, eps); each step commits the most confident masked positions
+  by `alg` (`origin`, `maskgit_plus`, `topk_margin`, `entropy`); logits shifted by one. LLaDA:
+  `generate` (Nie et al. 2025, ML-GSAI/LLaDA `generate.py`): semi-autoregressive blocks of
+  `block_length`, `steps` spread evenly over the blocks, each step commits its scheduled
+  number of most confident positions (the rest stay masked: "low_confidence" remasking). No
+  cache: every step runs the whole sequence.
+- `prefix` / `dual`: Fast-dLLM v1 (Wu et al. 2025, NVlabs/Fast-dLLM `dream/`, `llada/`): blocks
+  of 32; each block starts with one forward over the whole sequence whose keys/values are kept;
+  the block's later steps run only the block (dual: the cache keeps the suffix too, the block's
+  own entries replaced) or the block and everything after it (prefix: cache of the prefix
+  only). A step commits its most confident masked position and every other one whose confidence
+  is at least the threshold. Approximate with respect to `exact` by design; token-identical to
+  Fast-dLLM v1's own generate.
+
+Every mode reads the ideas from the public reference code (read to learn, not copied). Output
+ends after the first committed EOS once every position before it is committed (committed tokens
+never change, so decoding further could not change the output), and is cut at max_new_tokens.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Iterator
+
+import torch
+import torch.nn.functional as F
+
+from .config import GenerationConfig
+from .events import BlockCommitted, DenoiseStep, GenerationResult, GenerationStats
+from .fullattn_parts import (DEFAULT_MODE, DREAM_ALGS, FULL_ATTENTION, MODE_LABELS, MODES,  # noqa: F401
+                             KVSnapshot, generation_defaults, mode_label, resolve_mode, sample_tokens)
+from .runtime import TextStreamer, find_stop, hidden_token_ids
+
+class FullAttnDecoder:
+    """One generation of a Dream or LLaDA 1.x checkpoint. Iterate `run()` for events."""
+
+    def __init__(self, lm, prompt_ids: list[int], cfg: GenerationConfig,
+                 cancel: threading.Event | None = None):
+        if not prompt_ids:
+            raise ValueError("empty prompt: diffusion decoding needs at least one prompt token")
+        self.lm, self.cfg, self.cancel = lm, cfg, cancel
+        self.mode = resolve_mode(lm.family.name, cfg.diffusion_mode)
+        self.dream = lm.family.name == "dream"
+        self.prompt = list(prompt_ids)
+        self.mask_id = lm.mask_token_id
+        self.eos = tuple(lm.eos_token_ids)
+        self.device = lm.device
+        self.gen = generation_defaults(lm)
+        self.B = cfg.block_size or 32  # Fast-dLLM v1's and our LLaDA default block_length
+        self.generator = None
+        if cfg.temperature > 0 or (self.dream and self.mode == "exact" and self._alg() == "origin"):
+            self.generator = torch.Generator(device=self.device)
+            self.generator.manual_seed(cfg.seed if cfg.seed is not None else int(time.time_ns() % 2**63))
+        self.forwards = 0
+        self.forward_seconds = 0.0
+        self.streamer = TextStreamer(lm.tokenizer, hidden_token_ids(lm.tokenizer, self.eos, self.mask_id))
+        self.n = len(self.prompt)
+        if self.mode == "exact" and not self.dream and cfg.diffusion_steps:  # LLaDA: checked up front
+            blocks = -(-cfg.max_new_tokens // self.B)
+            if cfg.diffusion_steps % blocks:
+                raise ValueError(f"diffusion steps ({cfg.diffusion_steps}) must be a multiple of the "
+                                 f"number of blocks ({blocks})")
+
+    # -- settings ------------------------------------------------------------------------
+    def _alg(self) -> str:
+        alg = self.cfg.diffusion_alg or self.gen.get("alg") or "origin"
+        if alg not in DREAM_ALGS:
+            raise ValueError(f"unknown Dream alg {alg!r} (choose from {', '.join(DREAM_ALGS)})")
+        return alg
+
+    def _top_p(self) -> float | None:
+        return self.cfg.top_p if self.cfg.top_p < 1.0 else None
+
+    def _top_k(self) -> int | None:
+        k = self.gen.get("top_k")
+        return int(k) if isinstance(k, int) and k > 0 else None
+
+    # -- forwards ------------------------------------------------------------------------
+    def _forward(self, ids: torch.Tensor, start: int, cache=None, first: int | None = None,
+                 last: int | None = None) -> torch.Tensor:
+        """ids [T] at positions start.. -> logits [last - first, V] of positions first..last-1
+        (default: all), in the model's dtype. Dream's are shifted (position p gets what p-1
+        predicts; the forward's first position keeps its own, as the reference). Only the rows
+        asked for go through the output head: with a long prompt and canvas and a large
+        vocabulary, the head over every row would be most of the forward's time and memory."""
+        t0 = time.perf_counter()
+        t = ids.numel()
+        lo = 0 if first is None else first - start
+        hi = t if last is None else last - start
+        shifted = self.dream and lo >= 1  # the rows before: what positions lo..hi-1 see
+        rows = slice(lo - 1, hi - 1) if shifted else slice(lo, hi)
+        positions = torch.arange(start, start + t, device=self.device)
+        with torch.inference_mode():
+            out = self.lm.model(input_ids=ids[None], position_ids=positions[None], attention_mask=None,
+                                cache=cache, use_cache=cache is not None,
+                                logits_to_keep=0 if rows == slice(0, t) else rows)
+        logits = out.logits[0]  # [hi - lo, V]
+        if logits.is_cuda:
+            torch.cuda.synchronize(logits.device)
+        self.forwards += 1
+        self.forward_seconds += time.perf_counter() - t0
+        if self.dream and not shifted:
+            logits = torch.cat([logits[:1], logits[:-1]])
+        return logits
+
+    def _cancelled(self) -> bool:
+        return self.cancel is not None and self.cancel.is_set()
+
+    # -- the loop ------------------------------------------------------------------------
+    def run(self) -> Iterator:
+        t0 = time.perf_counter()
+        cfg = self.cfg
+        if self.dream and self.mode == "exact":
+            gen_length = cfg.max_new_tokens
+        else:
+            gen_length = -(-cfg.max_new_tokens // self.B) * self.B
+        x = torch.full((self.n + gen_length,), self.mask_id, dtype=torch.long, device=self.device)
+        x[:self.n] = torch.tensor(self.prompt, device=self.device)
+        self.x = x
+        self.emitted = 0  # generated positions already sent in BlockCommitted events
+        self.chunks = 0
+        self.steps_per_block: list[int] = []
+        self.finish = "length"
+        if self.dream and self.mode == "exact":
+            steps_iter = self._dream_exact(gen_length)
+        elif self.mode == "exact":
+            steps_iter = self._llada_exact(gen_length)
+        else:
+            steps_iter = self._fast_dllm(gen_length)
+        done = False
+        for block_index, step, lo, hi, committed in steps_iter:
+            yield DenoiseStep(block_index, step, tuple(x[lo:hi].tolist()),
+                              tuple((x[lo:hi] == self.mask_id).tolist()), committed)
+            events, done = self._ready()
+            yield from events
+            if done or self._cancelled():
+                break
+        if not done and self._cancelled():
+            self.finish = "cancelled"
+        elif not done:
+            events, _ = self._ready(final=True)
+            yield from events
+        yield self._result(t0)
+
+    def _ready(self, final: bool = False):
+        """BlockCommitted events for the generated positions that became final (the committed
+        run from the start of the answer, cut after its first EOS and at max_new_tokens), and
+        whether the generation is over. final: the steps are spent; a position left masked stays
+        in the output as the mask id, as in the reference's."""
+        gen = self.x[self.n:self.n + self.cfg.max_new_tokens].tolist()
+        ready = 0
+        done = False
+        for tok in gen:
+            if tok == self.mask_id and not final:
+                break
+            ready += 1
+            if tok in self.eos:
+                done = True
+                self.finish = "eos"
+                break
+        if ready == len(gen):
+            done = True
+        events = []
+        if ready > self.emitted:
+            ids = gen[:ready]
+            events.append(BlockCommitted(self.chunks, tuple(ids[self.emitted:]), self.streamer.delta(ids)))
+            self.chunks += 1
+            self.emitted = ready
+            if self.cfg.stop and find_stop(self.streamer.text_of(ids), self.cfg.stop) >= 0:
+                self.finish, done = "stop", True
+        return events, done
+
+    # -- Dream: diffusion_generate -------------------------------------------------------
+    def exact_steps(self, gen_length: int) -> int:
+        """Dream exact's step count: --diffusion-steps, else generation_config.json's `steps`,
+        else one per generated position."""
+        return self.cfg.diffusion_steps or int(self.gen.get("steps") or gen_length)
+
+    def _dream_exact(self, gen_length: int):
+        cfg, x = self.cfg, self.x
+        steps = self.exact_steps(gen_length)
+        eps = float(self.gen.get("eps") if self.gen.get("eps") is not None else 1e-3)
+        alg = self._alg()
+        alg_temp = self.gen.get("alg_temp")
+        timesteps = torch.linspace(1, eps, steps + 1, device=self.device)
+        self.steps_per_block.append(0)
+        for i in range(steps):
+            mask_index = x == self.mask_id
+            if not bool(mask_index.any()) or self._cancelled():
+                break
+            logits = self._forward(x, 0, first=self.n)  # [gen_length, V]: the prompt has no masks
+            mask_logits = logits[mask_index[self.n:]]
+            t, s = timesteps[i], timesteps[i + 1]
+            before = int(mask_index.sum())
+            if alg == "origin":
+                p_transfer = 1 - s / t if i < steps - 1 else 1
+                x0 = torch.zeros_like(x[mask_index]) + self.mask_id
+                move = torch.rand(x0.shape, device=self.device, generator=self.generator) < p_transfer
+                _, x0[move] = sample_tokens(mask_logits[move], cfg.temperature, self._top_p(),
+                                            self._top_k(), self.generator)
+                x[mask_index] = x0.clone()
+            else:
+                confidence, x0 = sample_tokens(mask_logits, cfg.temperature, self._top_p(), self._top_k(),
+                                               self.generator, margin=alg == "topk_margin",
+                                               entropy=alg == "entropy")
+                num_mask = mask_index.sum() / 1  # float, as the reference's per-row mean
+                count = int(num_mask * (1 - s / t)) if i < steps - 1 else int(num_mask)
+                full = torch.full_like(x, float("-inf"), dtype=logits.dtype)
+                full[mask_index] = confidence
+                if count > 0:
+                    if not alg_temp:
+                        chosen = torch.topk(full, count).indices
+                    else:
+                        chosen = torch.multinomial(F.softmax(full / alg_temp, dim=-1), count,
+                                                   generator=self.generator)
+                    proposal = torch.full_like(x, self.mask_id)
+                    proposal[mask_index] = x0
+                    x[chosen] = proposal[chosen]
+            self.steps_per_block[0] += 1
+            yield 0, i + 1, self.n, self.n + min(gen_length, self.cfg.max_new_tokens), \
+                before - int((x == self.mask_id).sum())
+
+    # -- LLaDA: generate -----------------------------------------------------------------
+    def _llada_choice(self, logits: torch.Tensor):
+        """LLaDA's proposal per row: argmax (with Gumbel noise when sampling) and the softmax
+        probability of it (float64, as the reference)."""
+        noisy = logits
+        if self.cfg.temperature > 0:
+            logits64 = logits.to(torch.float64)
+            noise = torch.rand(logits64.shape, dtype=torch.float64, device=self.device,
+                               generator=self.generator)
+            noisy = logits64.exp() / (-torch.log(noise)) ** self.cfg.temperature
+        x0 = torch.argmax(noisy, dim=-1)
+        p = F.softmax(logits.to(torch.float64), dim=-1)
+        return x0, p.gather(-1, x0[:, None])[:, 0]
+
+    def _llada_exact(self, gen_length: int):
+        x, B, n = self.x, self.B, self.n
+        blocks = gen_length // B
+        steps = self.cfg.diffusion_steps or gen_length
+        if steps % blocks:
+            raise ValueError(f"diffusion steps ({steps}) must be a multiple of the number of blocks ({blocks})")
+        per_block = steps // blocks
+        for b in range(blocks):
+            lo, hi = n + b * B, n + (b + 1) * B
+            masked = int((x[lo:hi] == self.mask_id).sum())
+            base, extra = divmod(masked, per_block)
+            schedule = [base + (1 if i < extra else 0) for i in range(per_block)]
+            self.steps_per_block.append(0)
+            for i in range(per_block):
+                if not bool((x[lo:hi] == self.mask_id).any()) or self._cancelled():
+                    break
+                mask_index = x == self.mask_id
+                mask_index[hi:] = False
+                first, last = self._rows(lo, hi)
+                proposal, confidence = self._llada_rows(self._forward(x, 0, first=first, last=last), x,
+                                                        mask_index, first, last)
+                chosen = torch.topk(confidence, schedule[i]).indices
+                x[chosen] = proposal[chosen]
+                self.steps_per_block[-1] += 1
+                yield b, i + 1, lo, min(hi, n + self.cfg.max_new_tokens), len(chosen)
+
+    # -- Fast-dLLM v1: prefix / dual cache -----------------------------------------------
+    def _fast_dllm(self, gen_length: int):
+        x, B, n, cfg = self.x, self.B, self.n, self.cfg
+        threshold = cfg.threshold
+        layers = self.lm.model.config.num_hidden_layers
+        for b in range(gen_length // B):
+            lo, hi = n + b * B, n + (b + 1) * B
+            if self._cancelled():
+                return
+            cache = KVSnapshot(layers)
+            first, last = self._rows(lo, lo + 1 if self.dream else hi)
+            logits = self._forward(x, 0, cache, first=first, last=last)  # whole sequence, keys/values kept
+            step = 1
+            if self.dream:  # the block's first token from the full forward, unconditionally
+                _, x0 = sample_tokens(logits, cfg.temperature, self._top_p(), self._top_k(),
+                                      self.generator)  # sampling: every row, as the reference draws
+                x[lo] = x0[lo - (first or 0)]
+                committed = 1
+            else:
+                mask_index = x == self.mask_id
+                mask_index[hi:] = False
+                proposal, full = self._llada_rows(logits, x, mask_index, first, last)
+                committed = self._commit_ranked(x, proposal, full, int(mask_index.sum()), threshold)
+            self.steps_per_block.append(1)
+            yield b, step, lo, min(hi, n + cfg.max_new_tokens), committed
+            cache.mode, cache.lo, cache.hi = self.mode, lo, hi
+            end = hi if self.mode == "dual" else x.numel()
+            while bool((x[lo:hi] == self.mask_id).any()):
+                if self._cancelled():
+                    return
+                view = x[lo:end]
+                logits = self._forward(view, lo, cache, *self._rows(lo, hi))
+                mask_index = view == self.mask_id
+                if not self.dream:  # LLaDA proposes for the block only; Dream for the whole view
+                    mask_index[B:] = False
+                    if self.mode == "prefix" and cfg.temperature > 0:
+                        self._llada_choice(logits)  # the reference draws (and drops) one noise more here
+                rows = logits.shape[0]  # greedy: the block's rows only (nothing after it can commit)
+                committed = self._threshold_commit(view[:rows], logits, mask_index[:rows], B, threshold)
+                step += 1
+                self.steps_per_block[-1] += 1
+                yield b, step, lo, min(hi, n + cfg.max_new_tokens), committed
+
+    def _threshold_commit(self, x: torch.Tensor, logits: torch.Tensor, mask_index: torch.Tensor,
+                          block: int | None, threshold: float) -> int:
+        """Fast-dLLM v1's confidence-threshold step on x (a view, written in place): rank the
+        masked positions of its first `block` positions (None: mask_index says which) by
+        confidence, commit the first and every other one at or above the threshold. Returns how
+        many were committed."""
+        if self.dream:
+            confidence, x0 = sample_tokens(logits[mask_index], self.cfg.temperature, self._top_p(),
+                                           self._top_k(), self.generator)
+            proposal = torch.full_like(x, self.mask_id)
+            proposal[mask_index] = x0
+            full = torch.full(x.shape, float("-inf"), dtype=logits.dtype, device=self.device)
+            full[mask_index] = confidence
+            full[block:] = float("-inf")
+            count = int((x[:block] == self.mask_id).sum())
+        else:
+            proposal, full = self._llada_rows(logits, x, mask_index, 0, logits.shape[0])
+            count = int(mask_index.sum())
+        return self._commit_ranked(x, proposal, full, count, threshold)
+
+    def _rows(self, lo: int, hi: int) -> tuple[int | None, int | None]:
+        """The positions whose logits a forward needs, (first, last): lo..hi-1 when greedy, every
+        row when sampling (the references draw noise / samples for every row they compute)."""
+        return (None, None) if self.cfg.temperature > 0 else (lo, hi)
+
+    def _llada_rows(self, logits: torch.Tensor, x: torch.Tensor, mask_index: torch.Tensor,
+                    first: int | None, last: int | None):
+        """LLaDA's proposal and confidence over all of x from the logits of positions
+        first..last-1 (None: all): (proposal [L], confidence [L], -inf where not masked)."""
+        rows = slice(first, last)
+        x0, p = self._llada_choice(logits)
+        proposal = x.clone()
+        proposal[rows] = x0
+        full = torch.full(x.shape, float("-inf"), dtype=p.dtype, device=self.device)
+        full[rows] = torch.where(mask_index[rows], p, torch.tensor(float("-inf"), dtype=p.dtype))
+        return proposal, full
+
+    def _commit_ranked(self, x: torch.Tensor, proposal: torch.Tensor, full: torch.Tensor, count: int,
+                       threshold: float) -> int:
+        """Commit the `count` best-ranked positions' first and every other one at or above the
+        threshold (Fast-dLLM v1); returns how many."""
+        if count == 0:
+            return 0
+        values, order = torch.topk(full, count)
+        keep = torch.cat([torch.ones(1, dtype=torch.bool, device=self.device), values[1:] >= threshold])
+        chosen = order[keep]
+        x[chosen] = proposal[chosen]
+        return int(keep.sum())
+
+    def _result(self, t0: float) -> GenerationResult:
+        gen = self.x[self.n:self.n + self.cfg.max_new_tokens].tolist()
+        ids = gen[:self.emitted]
+        if self.finish == "cancelled":
+            ids = ids[:self.emitted]
+        text = self.streamer.text_of(ids)
+        if self.cfg.stop:
+            cut = find_stop(text, self.cfg.stop)
+            if cut >= 0:
+                self.finish, text = "stop", text[:cut]
+                while ids and len(self.streamer.text_of(ids[:-1])) >= cut:
+                    ids.pop()
+        total = time.perf_counter() - t0
+        stats = GenerationStats(
+            generated_tokens=len(ids), forwards=self.forwards, blocks=len(self.steps_per_block),
+            steps_per_block=tuple(self.steps_per_block), forward_seconds=self.forward_seconds,
+            total_seconds=total, prompt_tokens=self.n, first_block_seconds=0.0)
+        return GenerationResult(tuple(ids), text, self.finish, stats, tuple(self.prompt))
