@@ -4,15 +4,17 @@ llama.cpp, hosted APIs), through the official `openai` SDK (imported on first us
 timeouts, auth. Our own policy stays on top of it (docs/agent.md):
 
 - Requests stream (`stream: true`, `stream_options.include_usage` for real token counts) and send
-  the tool schemas as `tools`; streamed `tool_calls` deltas become NativeToolCalls.
+  the tool schemas as `tools` with `tool_choice: "auto"`; streamed `tool_calls` deltas become
+  NativeToolCalls, whichever server dialect streams them (docs/agent.md, "Server dialects").
 - 429, 5xx, dropped connections, and an error event inside the stream before any output are
   retried with exponential backoff (honouring Retry-After); everything else is a one-line
   BackendError naming the URL.
 - The context window comes from `--context-window`/config (the agent's), else from the server
   (`/v1/models` `max_model_len`, llama.cpp `/props` `n_ctx`), else 32,768; a 400 for length lowers
   it to what the server said and raises ContextOverflowError, so the agent compacts and asks again.
-- A server that refuses `tools`, or whose chat template drops them (llama.cpp `/props`), gets the
-  tools as text in the system prompt (the in-process models' format) after a one-time notice.
+- A server that refuses `tools`, whose chat template drops them (llama.cpp `/props`), or that
+  cannot say whether it renders them (llama-cpp-python, known by `/v1/models`) gets the tools as
+  text in the system prompt (the in-process models' format) after a one-time notice.
 - `finish_reason: "length"` is passed on (the agent ends the turn as truncated); native calls cut
   off by it are handed over as cut-off call markup, which the agent explains to the model.
 """
@@ -30,8 +32,10 @@ from clover_cli.agent.backends.base import BackendError, Completion, ModelBacken
 from clover_cli.agent.backends.base import ThinkSplitter
 from clover_cli.agent.backends.openai_stream import (EOF_ITEM, STOPPED, Assembler, LineReader,
                                                      parse_json_completion)
-from clover_cli.agent.backends.openai_wire import (cut_off_as_text, error_detail, is_context_overflow,
-                                                   refuses_tools, snippet, template_drops_tools,
+from clover_cli.agent.backends.openai_errors import is_validation_error
+from clover_cli.agent.backends.openai_wire import (DROPS_TOOLS, cut_off_as_text, error_detail,
+                                                   is_context_overflow, refuses_tool_choice, refuses_tools,
+                                                   server_dialect, snippet, template_drops_tools,
                                                    to_openai_messages, tool_names, window_from_models,
                                                    window_from_props, window_in_message, wire_names)
 from clover_cli.agent.backends.recoverable import ContextOverflowError, StreamFeedbackError
@@ -75,7 +79,9 @@ class OpenAIBackend(ModelBackend):
         self.retries = int(retries)
         self.backoff = float(backoff)
         self._window = int(context_window) if context_window else None
-        self._probe_wanted = probe and self._window is None
+        self._probe_wanted = probe  # the window (unless given) and the server's tool support
+        self.dialect: str | None = None  # the server, where its answers tell (openai_wire.server_dialect)
+        self._tool_choice = True  # sent with tools until a server refuses the field
         self._probed = threading.Lock()
         self.temperature = temperature
         self.text_tools = False  # tools go as text in the system prompt (server ignores `tools`)
@@ -121,19 +127,22 @@ class OpenAIBackend(ModelBackend):
             if not self._probe_wanted:
                 return
             self._probe_wanted = False
-            window = window_from_models(self._get_json(self.base_url + "/models"), self.model)
+            models = self._get_json(self.base_url + "/models")
             root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
             props = self._get_json(root + "/props")
-            window = window or window_from_props(props)
+            window = window_from_models(models, self.model) or window_from_props(props)
             if window and self._window is None:
                 self._window = window
+            self.dialect = server_dialect(models, props)
             if template_drops_tools(props):
                 self._use_text_tools("its chat template has no tools")
+            elif self.dialect in DROPS_TOOLS:
+                self._use_text_tools(f"it is {self.dialect}: {DROPS_TOOLS[self.dialect]}", "may ignore")
 
-    def _use_text_tools(self, why: str) -> None:
+    def _use_text_tools(self, why: str, verb: str = "ignores") -> None:
         if not self.text_tools:
             self.text_tools = True
-            self._notices.append(f"openai: {self.base_url} ignores native tool calls ({why}); "
+            self._notices.append(f"openai: {self.base_url} {verb} native tool calls ({why}); "
                                  "tools are described in the system prompt and called as text")
 
     # -- request -----------------------------------------------------------------------------------
@@ -148,6 +157,8 @@ class OpenAIBackend(ModelBackend):
                                 "stream": True, "stream_options": {"include_usage": True},
                                 "max_tokens": max_new_tokens}
         if tools:
+            if self._tool_choice:  # older vLLM read tools without it as tool_choice "none"
+                body["tool_choice"] = "auto"
             body["tools"] = [{**t, "function": {**t["function"], "name": names.get(t["function"]["name"],
                                                                                   t["function"]["name"])}}
                              if isinstance(t, dict) and isinstance(t.get("function"), dict) else t
@@ -166,7 +177,7 @@ class OpenAIBackend(ModelBackend):
         import openai
         create = self._client().chat.completions.with_streaming_response.create
         fields = {k: v for k, v in body.items() if k not in ("model", "messages", "stream")}
-        known = {k: fields.pop(k) for k in ("max_tokens", "tools", "temperature", "stream_options")
+        known = {k: fields.pop(k) for k in ("max_tokens", "tools", "tool_choice", "temperature", "stream_options")
                  if k in fields}
         try:
             manager = create(model=body["model"], messages=body["messages"], stream=True,
@@ -198,9 +209,16 @@ class OpenAIBackend(ModelBackend):
             prompt = self.count_tokens(body.get("messages", []), body.get("tools", []))
             self._window = min(self.context_window, said or max(256, int(prompt * 0.9)))
             raise ContextOverflowError(f"{msg} (context window now {self._window:,} tokens)") from None
+        if body.get("tool_choice") and refuses_tool_choice(status, detail):
+            self._tool_choice = False
+            self._notices.append(f"openai: {self.base_url} refused `tool_choice` (HTTP {status}); "
+                                 "asking again without it")
+            raise _Retry(msg, wait=0.0) from None
         if body.get("tools") and refuses_tools(status, detail):
             self._use_text_tools(f"HTTP {status}: {detail[:80]}")
             raise _Retry(msg, wait=0.0) from None
+        if is_validation_error(detail):  # llama-cpp-python answers 500 for a request it cannot read
+            raise BackendError(msg) from None
         if status == 429 or status >= 500:
             after = e.response.headers.get("retry-after", "")
             raise _Retry(msg, min(float(after), 60.0) if after.strip().isdigit() else None) from None
@@ -301,6 +319,7 @@ class OpenAIBackend(ModelBackend):
         """A server-sent-event stream of chat-completion chunks."""
         acc = Assembler()
         done = False
+        event_name = ""
         while True:
             line = lines.get(stopped, self.timeout)
             if line is STOPPED:
@@ -314,9 +333,17 @@ class OpenAIBackend(ModelBackend):
                 if not acc.output:
                     raise _Retry(f"openai: the stream from {self.endpoint} broke: {_one_line(line)}")
                 raise BackendError(f"openai: the stream from {self.endpoint} broke: {_one_line(line)}")
+            if line.startswith("error:"):  # llama-server: `error: {...}` in place of a data event
+                self._stream_error(_error_payload(line[6:]), acc)
+            if line.startswith("event:"):
+                event_name = line[6:].strip()
             if not line.startswith("data:"):
-                continue  # blank lines, comments, event:/id: fields
+                if not line.strip():
+                    event_name = ""
+                continue  # blank lines, comments, id:/retry: fields
             payload = line[5:].strip()
+            if event_name == "error":  # `event: error` then the error as its data
+                self._stream_error(_error_payload(payload), acc)
             if payload == "[DONE]":
                 done = True
                 break
@@ -329,6 +356,8 @@ class OpenAIBackend(ModelBackend):
                                    f"{snippet(payload)!r}")
             if event.get("error") is not None:
                 self._stream_error(event["error"], acc)
+            if event.get("object") == "error":  # SGLang's and older vLLM's error object, unwrapped
+                self._stream_error(event, acc)
             yield from acc.feed(event)
         if acc.finish != "cancelled" and not done and not acc.finish:
             raise BackendError(f"openai: the stream from {self.endpoint} ended before the answer was complete "
@@ -370,6 +399,15 @@ class OpenAIBackend(ModelBackend):
             except Exception:  # noqa: BLE001
                 pass
             self._client_obj = None
+
+
+def _error_payload(text: str) -> Any:
+    """An in-stream error's payload: its JSON's `error` object, the JSON, or the text."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text.strip()
+    return data.get("error", data) if isinstance(data, dict) and data.get("error") is not None else data
 
 
 def _all_json(native: tuple) -> bool:

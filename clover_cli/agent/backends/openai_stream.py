@@ -95,22 +95,37 @@ class Assembler:
                 self.output = True
                 self.text += content
                 yield from block_texts(self.splitter, content, self.chunks)
-            for tc in delta.get("tool_calls") or []:
+            for position, tc in enumerate(delta.get("tool_calls") or []):
                 if not isinstance(tc, dict):
                     continue
                 self.output = True
-                index = tc.get("index", len(self.calls))
-                slot = self.calls.setdefault(index if isinstance(index, int) else len(self.calls),
-                                             {"id": "", "name": "", "arguments": ""})
+                slot = self.calls.setdefault(self._slot_of(tc, position), {"id": "", "name": "", "arguments": ""})
                 fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
                 slot["id"] = tc.get("id") or slot["id"]
                 name = fn.get("name") or ""
                 if name != slot["name"]:  # llama-cpp-python repeats the whole name in every chunk
                     slot["name"] += name
-                slot["arguments"] += fn.get("arguments") or ""
+                args = fn.get("arguments")
+                slot["arguments"] += args if isinstance(args, str) else json.dumps(args) if args else ""
             self.chunks += 1
             if choice.get("finish_reason"):
                 self.finish = str(choice["finish_reason"])
+
+    def _slot_of(self, tc: dict, position: int) -> int:
+        """The call a `tool_calls` delta continues. With `index` (every documented server) that
+        is it; without, a call whose id it repeats, a new call when it brings a new id or is a
+        second call in the same delta, else the last call (an arguments fragment)."""
+        index = tc.get("index")
+        if type(index) is int:
+            return index
+        call_id = tc.get("id")
+        if call_id:
+            for key, slot in self.calls.items():
+                if slot["id"] == call_id:
+                    return key
+        if call_id or position > 0 or not self.calls:
+            return max(self.calls, default=-1) + 1
+        return max(self.calls)
 
     def tail(self) -> list[BlockText]:
         return block_texts(self.splitter, "", self.chunks, final=True)
