@@ -30,10 +30,11 @@ from typing import Any, Iterator
 
 from clover_cli.agent.backends.base import BackendError, Completion, ModelBackend, StreamItem, block_texts
 from clover_cli.agent.backends.base import ThinkSplitter
-from clover_cli.agent.backends.openai_stream import (EOF_ITEM, STOPPED, Assembler, LineReader,
-                                                     parse_json_completion)
-from clover_cli.agent.backends.openai_errors import is_validation_error
-from clover_cli.agent.backends.openai_wire import (DROPS_TOOLS, cut_off_as_text, error_detail,
+from clover_cli.agent.backends.openai_stream import (EOF_ITEM, STOPPED, Assembler, LineReader, SseFields,
+                                                     completion_stats, parse_json_completion)
+from clover_cli.agent.backends.openai_errors import is_validation_error, one_line as _one_line
+from clover_cli.agent.backends.openai_errors import stream_error_payload as _error_payload
+from clover_cli.agent.backends.openai_wire import (DROPS_TOOLS, all_json, cut_off_as_text, error_detail,
                                                    is_context_overflow, refuses_tool_choice, refuses_tools,
                                                    server_dialect, snippet, template_drops_tools,
                                                    to_openai_messages, tool_names, window_from_models,
@@ -249,7 +250,7 @@ class OpenAIBackend(ModelBackend):
                 wait = r.wait if r.wait is not None else self.backoff * 2 ** attempt
                 attempt += 1
                 if cancel is not None and cancel.wait(wait):
-                    yield Completion("", "cancelled", stats=self._stats(start, "", 0, {}))
+                    yield Completion("", "cancelled", stats=completion_stats(start, "", 0, {}))
                     return
                 if cancel is None:
                     time.sleep(wait)
@@ -294,7 +295,7 @@ class OpenAIBackend(ModelBackend):
         while True:
             line = lines.get(stopped, self.timeout)
             if line is STOPPED:
-                yield Completion("", "cancelled", stats=self._stats(start, "", 0, {}))
+                yield Completion("", "cancelled", stats=completion_stats(start, "", 0, {}))
                 return
             if line is EOF_ITEM:
                 break
@@ -313,13 +314,12 @@ class OpenAIBackend(ModelBackend):
         if reasoning:
             yield BlockText(reasoning, 0, thinking=True)
         yield from block_texts(ThinkSplitter(), text, 0, final=True)
-        yield self._completion(text, finish, calls, [], self._stats(start, text, 1, usage))
+        yield self._completion(text, finish, calls, [], completion_stats(start, text, 1, usage))
 
     def _sse(self, lines: LineReader, start: float, stopped) -> Iterator[StreamItem]:
         """A server-sent-event stream of chat-completion chunks."""
-        acc = Assembler()
+        acc, fields = Assembler(), SseFields()
         done = False
-        event_name = ""
         while True:
             line = lines.get(stopped, self.timeout)
             if line is STOPPED:
@@ -333,17 +333,11 @@ class OpenAIBackend(ModelBackend):
                 if not acc.output:
                     raise _Retry(f"openai: the stream from {self.endpoint} broke: {_one_line(line)}")
                 raise BackendError(f"openai: the stream from {self.endpoint} broke: {_one_line(line)}")
-            if line.startswith("error:"):  # llama-server: `error: {...}` in place of a data event
-                self._stream_error(_error_payload(line[6:]), acc)
-            if line.startswith("event:"):
-                event_name = line[6:].strip()
-            if not line.startswith("data:"):
-                if not line.strip():
-                    event_name = ""
-                continue  # blank lines, comments, id:/retry: fields
-            payload = line[5:].strip()
-            if event_name == "error":  # `event: error` then the error as its data
+            kind, payload = fields.read(line)
+            if kind == "error":  # llama-server's `error:` field, or `event: error`
                 self._stream_error(_error_payload(payload), acc)
+            if kind != "data":
+                continue  # blank lines, comments, event:/id:/retry: fields
             if payload == "[DONE]":
                 done = True
                 break
@@ -365,7 +359,7 @@ class OpenAIBackend(ModelBackend):
         yield from acc.tail()
         calls = [dict(c) for _, c in sorted(acc.calls.items())]
         yield self._completion(acc.text, acc.finish or "stop", acc.native(), calls,
-                               self._stats(start, acc.text, acc.chunks, acc.usage))
+                               completion_stats(start, acc.text, acc.chunks, acc.usage))
 
     def _stream_error(self, error: Any, acc: Assembler) -> None:
         """An error event inside a 200 stream: retried like a 5xx before any output; after
@@ -381,16 +375,9 @@ class OpenAIBackend(ModelBackend):
     def _completion(self, text: str, finish: str, native: tuple, calls: list[dict], stats: dict) -> Completion:
         back = getattr(self, "_names_back", {})  # the server names tools by their wire names
         native = tuple(dataclasses.replace(c, name=back.get(c.name, c.name)) for c in native)
-        if finish == "length" and native and not _all_json(native):
+        if finish == "length" and native and not all_json(native):
             return Completion(cut_off_as_text(text, calls), finish, (), stats)
         return Completion(text, finish, tool_calls=native, stats=stats)
-
-    def _stats(self, start: float, text: str, chunks: int, usage: dict) -> dict:
-        seconds = time.perf_counter() - start
-        tokens = int(usage.get("completion_tokens") or 0) or max(chunks, len(text) // 4)
-        return {"generated_tokens": tokens, "prompt_tokens": int(usage.get("prompt_tokens") or 0),
-                "forwards": chunks, "total_seconds": round(seconds, 4),
-                "tokens_per_second": round(tokens / seconds, 2) if seconds > 0 else 0.0}
 
     def close(self) -> None:
         if self._client_obj is not None:
@@ -401,34 +388,11 @@ class OpenAIBackend(ModelBackend):
             self._client_obj = None
 
 
-def _error_payload(text: str) -> Any:
-    """An in-stream error's payload: its JSON's `error` object, the JSON, or the text."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return text.strip()
-    return data.get("error", data) if isinstance(data, dict) and data.get("error") is not None else data
-
-
-def _all_json(native: tuple) -> bool:
-    for call in native:
-        try:
-            if not isinstance(json.loads(call.arguments or "{}"), dict):
-                return False
-        except ValueError:
-            return False
-    return True
-
-
 def _root_cause(e: BaseException) -> BaseException:
     seen = e
     while seen.__cause__ is not None or seen.__context__ is not None:
         seen = seen.__cause__ or seen.__context__
     return seen
-
-
-def _one_line(value: Any) -> str:
-    return " ".join(str(value).split())[:300]
 
 
 def _close_quietly(resp: Any) -> None:

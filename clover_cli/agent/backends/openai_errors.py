@@ -36,8 +36,8 @@ def error_detail(raw: str) -> str:
     try:
         data = json.loads(raw)
     except ValueError:
-        return _one_line(_explain(raw))
-    return _one_line(_explain(_message_of(data)))
+        return one_line(_explain(raw))
+    return one_line(_explain(_message_of(data)))
 
 
 def is_validation_error(detail: str) -> bool:
@@ -161,5 +161,15 @@ def _describe(error: dict) -> str:
     return text
 
 
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())[:LIMIT]
+def one_line(value: Any) -> str:
+    """`value` as one line of at most LIMIT characters."""
+    return " ".join(str(value).split())[:LIMIT]
+
+
+def stream_error_payload(text: str) -> Any:
+    """An in-stream error's payload: its JSON's `error` object, the JSON, or the text."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text.strip()
+    return data.get("error", data) if isinstance(data, dict) and data.get("error") is not None else data

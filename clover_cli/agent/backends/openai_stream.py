@@ -65,6 +65,35 @@ class LineReader:
         self.closed.set()
 
 
+class SseFields:
+    """Server-sent-event lines -> ("data", payload), ("error", payload) or ("", "") for a line
+    that carries neither. An error comes as llama-server's own `error: {...}` field
+    (tools/server, server_sent_event(sink, "error", ...)) or as the data of an `event: error`."""
+
+    def __init__(self) -> None:
+        self.event = ""
+
+    def read(self, line: str) -> tuple[str, str]:
+        if line.startswith("error:"):
+            return "error", line[6:].strip()
+        if line.startswith("event:"):
+            self.event = line[6:].strip()
+        if not line.startswith("data:"):
+            if not line.strip():
+                self.event = ""  # a blank line ends the event
+            return "", ""
+        return ("error" if self.event == "error" else "data"), line[5:].strip()
+
+
+def completion_stats(start: float, text: str, chunks: int, usage: dict) -> dict:
+    """The stats of a completion that began at perf_counter() `start` (usage: the server's)."""
+    seconds = time.perf_counter() - start
+    tokens = int(usage.get("completion_tokens") or 0) or max(chunks, len(text) // 4)
+    return {"generated_tokens": tokens, "prompt_tokens": int(usage.get("prompt_tokens") or 0),
+            "forwards": chunks, "total_seconds": round(seconds, 4),
+            "tokens_per_second": round(tokens / seconds, 2) if seconds > 0 else 0.0}
+
+
 class Assembler:
     """Chat-completion chunks -> BlockText items and, at the end, the text, calls and usage."""
 

@@ -171,6 +171,17 @@ def template_drops_tools(body: Any) -> bool:
     return isinstance(template, str) and bool(template.strip()) and "tool" not in template
 
 
+def all_json(native: tuple) -> bool:
+    """Whether every call's arguments are a JSON object (else a cut-off call, see cut_off_as_text)."""
+    for call in native:
+        try:
+            if not isinstance(json.loads(call.arguments or "{}"), dict):
+                return False
+        except ValueError:
+            return False
+    return True
+
+
 def cut_off_as_text(text: str, calls: list[dict[str, str]]) -> str:
     """A completion cut by the token limit in the middle of native tool calls, written as call
     markup, so the agent explains it to the model as cut off (the text path's rule), not as
