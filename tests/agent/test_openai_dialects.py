@@ -202,6 +202,19 @@ def test_an_error_event_in_any_form_is_an_error_not_an_empty_answer(lines):
             _drain(make_backend(f"openai:{srv.base_url}#m", probe=False, retries=0))
 
 
+def test_calls_ending_in_finish_reason_stop_are_run(tmp_path):
+    """Ollama relabels its "stop" as "tool_calls" once a call was sent (openai/openai.go
+    FinishChunk); a server that does not still gets its calls run: the calls are what counts."""
+    repo = make_repo(tmp_path / "repo", git=False)
+    chunks = [{"choices": [{"index": 0, "delta": {"tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": '{"path":"calc.py"}'}}]}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}]
+    with ScriptedServer([chunks, sse_text("Read it.")]) as srv:
+        events = list(_agent(srv, repo, probe=False).run_turn("read calc.py"))
+    assert [(e.name, e.ok) for e in events if isinstance(e, ToolFinished)] == [("read_file", True)]
+    assert events[-1].final_text == "Read it." and srv.requests[1]["body"]["messages"][-1]["role"] == "tool"
+
+
 def test_tool_call_deltas_without_index_are_placed_by_their_id():
     """No documented server omits `index`, but the OpenAI schema lets a client meet one: a new id
     starts a call, a fragment without one continues the last, a repeated id finds its call."""
