@@ -22,7 +22,7 @@ def sse_tool_call(call_id: str, name: str, arg_pieces: list[str], text: str = ""
         chunks.append({"choices": [{"index": 0, "delta": {"tool_calls": [
             {"index": 0, "function": {"arguments": piece}}]}}]})
     chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
-                   "usage": {"prompt_tokens": 10, "completion_tokens": 7}})
+                   "usage": {"prompt_tokens": 2400, "completion_tokens": 7}})  # a prompt with the tools
     return chunks
 
 

@@ -233,3 +233,38 @@ def test_tool_call_deltas_without_index_are_placed_by_their_id():
         list(acc.feed(event))
     assert [(c.id, c.name, json.loads(c.arguments)) for c in acc.native()] == [
         ("a", "grep", {"pattern": "x"}), ("b", "read_file", {"path": "y"}), ("c", "ls", {}), ("d", "ls", {"path": "z"})]
+
+
+@pytest.mark.parametrize("prompt_tokens, dropped", [(300, True), (1900, False)])
+def test_a_server_whose_prompt_count_cannot_hold_the_tools_gets_them_as_text(tmp_path, prompt_tokens, dropped):
+    """A server its answers do not name, whose chat template drops `tools` without a word: its
+    own usage.prompt_tokens for the first request is fewer than one token per 8 characters sent
+    (here ~7,000 characters of system prompt and tool schemas), so later requests carry the tools
+    as text, after one note; a count that can hold them changes nothing."""
+    repo = make_repo(tmp_path / "repo", git=False)
+    first = sse_text("I cannot see any tools.") + [{"choices": [], "usage": {"prompt_tokens": prompt_tokens,
+                                                                             "completion_tokens": 6}}]
+    with ScriptedServer([first, sse_text("second")]) as srv:
+        agent = _agent(srv, repo)
+        list(agent.run_turn("one"))
+        events = list(agent.run_turn("two"))
+    notes = [e.message for e in events if isinstance(e, Notice) and "native tool calls" in e.message]
+    if dropped:
+        assert len(notes) == 1 and f"counted the prompt at {prompt_tokens} tokens" in notes[0]
+        assert "tools" in srv.requests[0]["body"] and "tools" not in srv.requests[1]["body"]
+    else:
+        assert notes == [] and srv.requests[1]["body"]["tools"] == agent.tools
+
+
+def test_ollamas_chunks_name_it_so_its_cached_prompt_count_is_not_taken_for_dropped_tools():
+    """Ollama counts only the prompt tokens it did not have cached (prompt_eval_count), so a small
+    count says nothing there; its chunks carry system_fingerprint "fp_ollama" (openai/openai.go)."""
+    chunks = [dict(c, system_fingerprint="fp_ollama") for c in sse_text("ok")]
+    chunks.append({"choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 1},
+                   "system_fingerprint": "fp_ollama"})
+    with ScriptedServer([chunks, sse_text("again")]) as srv:
+        backend = make_backend(f"openai:{srv.base_url}#m", probe=False)
+        _drain(backend)
+        items, _ = _drain(backend)
+    assert backend.dialect == "Ollama" and not any(isinstance(i, Notice) for i in items)
+    assert srv.requests[1]["body"]["tools"]

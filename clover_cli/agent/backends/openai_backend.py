@@ -31,11 +31,12 @@ from typing import Any, Iterator
 from clover_cli.agent.backends.base import BackendError, Completion, ModelBackend, StreamItem, block_texts
 from clover_cli.agent.backends.base import ThinkSplitter
 from clover_cli.agent.backends.openai_stream import (EOF_ITEM, STOPPED, Assembler, LineReader, SseFields,
-                                                     completion_stats, parse_json_completion)
+                                                     answer_kind, completion_stats, parse_json_completion)
 from clover_cli.agent.backends.openai_errors import is_validation_error, one_line as _one_line
 from clover_cli.agent.backends.openai_errors import stream_error_payload as _error_payload
 from clover_cli.agent.backends.openai_wire import (DROPS_TOOLS, all_json, cut_off_as_text, error_detail,
-                                                   is_context_overflow, refuses_tool_choice, refuses_tools,
+                                                   is_context_overflow, prompt_lacks_tools,
+                                                   refuses_tool_choice, refuses_tools,
                                                    server_dialect, snippet, template_drops_tools,
                                                    to_openai_messages, tool_names, window_from_models,
                                                    window_from_props, window_in_message, wire_names)
@@ -83,6 +84,8 @@ class OpenAIBackend(ModelBackend):
         self._probe_wanted = probe  # the window (unless given) and the server's tool support
         self.dialect: str | None = None  # the server, where its answers tell (openai_wire.server_dialect)
         self._tool_choice = True  # sent with tools until a server refuses the field
+        self._sent = (0, 0)  # characters of message text and of tool schemas in the last request
+        self._size_checked = False  # the first answer's prompt count was compared with _sent
         self._probed = threading.Lock()
         self.temperature = temperature
         self.text_tools = False  # tools go as text in the system prompt (server ignores `tools`)
@@ -166,6 +169,8 @@ class OpenAIBackend(ModelBackend):
                              for t in tools]
         if self.temperature is not None:
             body["temperature"] = self.temperature
+        self._sent = (sum(len(str(m.get("content") or "")) for m in body["messages"]),
+                      len(json.dumps(body["tools"])) if tools else 0)
         return body
 
     @property
@@ -258,36 +263,13 @@ class OpenAIBackend(ModelBackend):
     def _answer(self, resp: Any, start: float, stopped) -> Iterator[StreamItem]:
         lines = LineReader(resp.iter_lines())
         try:
-            if self._answer_kind(resp, lines, stopped) == "json":
+            ctype = (resp.headers.get("content-type") or "").split(";")[0].strip().lower()
+            if answer_kind(ctype, lines, stopped, min(self.timeout, 10.0), self.endpoint) == "json":
                 yield from self._json(lines, start, stopped)
             else:
                 yield from self._sse(lines, start, stopped)
         finally:
             lines.close()
-
-    def _answer_kind(self, resp: Any, lines: LineReader, stopped) -> str:
-        """"sse" or "json" for a 200 answer; anything else is a BackendError naming the URL."""
-        ctype = (resp.headers.get("content-type") or "").split(";")[0].strip().lower()
-        if ctype == "text/event-stream":
-            return "sse"
-        if ctype == "application/json" or ctype.endswith("+json"):
-            return "json"
-        head = ""
-        first = lines.get(stopped, min(self.timeout, 10.0))
-        while isinstance(first, str) and not first.strip():
-            first = lines.get(stopped, min(self.timeout, 10.0))
-        if isinstance(first, str):
-            lines.push_back(first)
-            head = first.lstrip()
-        if ctype in ("", "text/plain", "application/octet-stream", "application/x-ndjson"):
-            if head.startswith(("data:", "event:", ":")):
-                return "sse"
-            if head.startswith("{"):
-                return "json"
-        began = snippet(head, 80)
-        raise BackendError(f"openai: {self.endpoint} answered 200 {ctype or 'without a Content-Type'}, "
-                           f"not an event stream — is BASE_URL right (it usually ends in /v1)?"
-                           + (f" It began: {began!r}" if began else ""))
 
     def _json(self, lines: LineReader, start: float, stopped) -> Iterator[StreamItem]:
         """The whole JSON body of a server that ignored `stream: true`."""
@@ -359,7 +341,7 @@ class OpenAIBackend(ModelBackend):
         yield from acc.tail()
         calls = [dict(c) for _, c in sorted(acc.calls.items())]
         yield self._completion(acc.text, acc.finish or "stop", acc.native(), calls,
-                               completion_stats(start, acc.text, acc.chunks, acc.usage))
+                               completion_stats(start, acc.text, acc.chunks, acc.usage), acc.fingerprint)
 
     def _stream_error(self, error: Any, acc: Assembler) -> None:
         """An error event inside a 200 stream: retried like a 5xx before any output; after
@@ -372,12 +354,28 @@ class OpenAIBackend(ModelBackend):
                                   feedback=f"The model server failed while you were answering: {message}. "
                                            "Your answer above is incomplete; continue from where it stopped.")
 
-    def _completion(self, text: str, finish: str, native: tuple, calls: list[dict], stats: dict) -> Completion:
+    def _completion(self, text: str, finish: str, native: tuple, calls: list[dict], stats: dict,
+                    fingerprint: str = "") -> Completion:
+        if fingerprint == "fp_ollama":  # Ollama's chunks say so (openai/openai.go)
+            self.dialect = self.dialect or "Ollama"
+        self._check_prompt_size(int(stats.get("prompt_tokens") or 0))
         back = getattr(self, "_names_back", {})  # the server names tools by their wire names
         native = tuple(dataclasses.replace(c, name=back.get(c.name, c.name)) for c in native)
         if finish == "length" and native and not all_json(native):
             return Completion(cut_off_as_text(text, calls), finish, (), stats)
         return Completion(text, finish, tool_calls=native, stats=stats)
+
+    def _check_prompt_size(self, prompt_tokens: int) -> None:
+        """Once, for a server its answers did not name (Ollama counts only the prompt tokens it
+        did not have cached): a first prompt with tools that the server's own count says is too
+        short to hold them means its chat template dropped them."""
+        text_chars, tools_chars = self._sent
+        if self._size_checked or not tools_chars or not prompt_tokens or self.dialect is not None:
+            return
+        self._size_checked = True
+        if prompt_lacks_tools(prompt_tokens, text_chars, tools_chars):
+            self._use_text_tools(f"it counted the prompt at {prompt_tokens:,} tokens, too few to hold the "
+                                 f"{text_chars + tools_chars:,} characters sent", "seems to drop")
 
     def close(self) -> None:
         if self._client_obj is not None:

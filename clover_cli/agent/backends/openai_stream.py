@@ -65,6 +65,32 @@ class LineReader:
         self.closed.set()
 
 
+def answer_kind(ctype: str, lines: LineReader, stopped: Callable[[], bool], wait: float, endpoint: str) -> str:
+    """"sse" or "json" for a 200 answer of Content-Type `ctype` (sniffed from its first line when
+    the type says nothing); anything else is a BackendError naming the URL."""
+    if ctype == "text/event-stream":
+        return "sse"
+    if ctype == "application/json" or ctype.endswith("+json"):
+        return "json"
+    head = ""
+    first = lines.get(stopped, wait)
+    while isinstance(first, str) and not first.strip():
+        first = lines.get(stopped, wait)
+    if isinstance(first, str):
+        lines.push_back(first)
+        head = first.lstrip()
+    if ctype in ("", "text/plain", "application/octet-stream", "application/x-ndjson"):
+        if head.startswith(("data:", "event:", ":")):
+            return "sse"
+        if head.startswith("{"):
+            return "json"
+    from clover_cli.agent.backends.openai_wire import snippet
+    began = snippet(head, 80)
+    raise BackendError(f"openai: {endpoint} answered 200 {ctype or 'without a Content-Type'}, "
+                       f"not an event stream — is BASE_URL right (it usually ends in /v1)?"
+                       + (f" It began: {began!r}" if began else ""))
+
+
 class SseFields:
     """Server-sent-event lines -> ("data", payload), ("error", payload) or ("", "") for a line
     that carries neither. An error comes as llama-server's own `error: {...}` field
@@ -105,10 +131,13 @@ class Assembler:
         self.usage: dict = {}
         self.calls: dict[int, dict[str, str]] = {}
         self.output = False  # anything streamed yet (after that a retry would repeat it)
+        self.fingerprint = ""  # the chunks' system_fingerprint (Ollama: "fp_ollama")
 
     def feed(self, event: dict) -> Iterator[BlockText]:
         if isinstance(event.get("usage"), dict):
             self.usage = event["usage"]
+        if isinstance(event.get("system_fingerprint"), str):
+            self.fingerprint = event["system_fingerprint"]
         for choice in event.get("choices") or []:
             if not isinstance(choice, dict):
                 continue

@@ -216,3 +216,15 @@ def server_dialect(models: Any, props: Any) -> str | None:
 # A dialect whose tool support the server cannot be asked about, and what it does with `tools`.
 DROPS_TOOLS = {"llama-cpp-python": "its chat formats other than functionary and chatml-function-calling "
                                    "drop `tools` without a word, and it cannot say which one it runs"}
+
+
+# The fewest characters of chat text and JSON schema any tokenizer Clover has met packs into one
+# token is about 2.5; the most, about 6 (long English words). A prompt the server counts at fewer
+# than one token per 8 characters sent cannot hold what was sent.
+CHARS_PER_TOKEN_MAX = 8
+
+
+def prompt_lacks_tools(prompt_tokens: int, text_chars: int, tools_chars: int) -> bool:
+    """Whether a server's own count of a prompt (usage.prompt_tokens) is too small to hold the
+    messages' text and the tool schemas sent with them: the chat template dropped the tools."""
+    return 0 < prompt_tokens * CHARS_PER_TOKEN_MAX < text_chars + tools_chars
