@@ -268,3 +268,45 @@ def test_ollamas_chunks_name_it_so_its_cached_prompt_count_is_not_taken_for_drop
         items, _ = _drain(backend)
     assert backend.dialect == "Ollama" and not any(isinstance(i, Notice) for i in items)
     assert srv.requests[1]["body"]["tools"]
+
+
+def test_error_bodies_of_every_shape_give_their_message_in_one_line():
+    from clover_cli.agent.backends.openai_wire import error_detail
+    fastapi_422 = {"detail": [  # FastAPI's own RequestValidationError answer
+        {"type": "literal_error", "loc": ["body", "messages", 0, "role"], "msg": "Input should be 'system'",
+         "input": "assistent"},
+        {"type": "int_parsing", "loc": ["body", "max_tokens"], "msg": "Input should be a valid integer",
+         "input": "many"}]}
+    pydantic_text = ("1 validation error for ChatCompletionRequest\nmessages.1.content\n  Input should be a valid "
+                     "string [type=string_type, input_value=None, input_type=NoneType]\n    For further "
+                     "information visit https://errors.pydantic.dev/2.11/v/string_type")
+    assert error_detail(json.dumps(fastapi_422)) == (  # a role no kind takes is the cause itself
+        "invalid request: messages.0.role: Input should be 'system' (got \"assistent\"); "
+        'max_tokens: Input should be a valid integer (got "many")')
+    assert error_detail(json.dumps({"error": {"message": pydantic_text}})) == (
+        "invalid request: messages.1.content: Input should be a valid string (got null)")
+    assert error_detail(json.dumps({"detail": "Invalid API Key"})) == "Invalid API Key"
+    assert error_detail("upstream connect error\n or disconnect") == "upstream connect error or disconnect"
+    assert error_detail(json.dumps({"error": "model not loaded"})) == "model not loaded"
+    assert error_detail(json.dumps({"object": "error", "message": "bad", "code": 400})) == "bad"
+
+
+def test_a_validation_list_is_read_per_message_kind():
+    """llama-cpp-python's union of message kinds: a role no kind takes is the cause itself; a
+    known role that one kind took leaves that kind's complaint as the cause."""
+    from clover_cli.agent.backends.openai_errors import summarise
+
+    def refused(kind, role):
+        return {"type": "literal_error", "loc": ("body", "messages", 0, "typed-dict", "role"),
+                "msg": f"Input should be '{kind}'", "input": role}
+
+    def missing(field):
+        return {"type": "missing", "loc": ("body", "messages", 0, "typed-dict", field), "msg": "Field required"}
+
+    kinds = ("system", "user", "assistant", "tool", "function")
+    assert summarise([refused(k, "bot") for k in kinds] + [missing("tool_call_id")]) == (
+        "invalid request: messages.0.role: Input should be one of 'system', 'user', 'assistant', 'tool', "
+        "'function' (got \"bot\") (6 validation errors, the rest about other message kinds)")
+    assert summarise([refused(k, "tool") for k in kinds if k != "tool"] + [missing("tool_call_id")]) == (
+        "invalid request: messages.0.tool_call_id: Field required "
+        "(5 validation errors, the rest about other message kinds)")

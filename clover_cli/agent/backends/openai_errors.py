@@ -124,22 +124,54 @@ def _literal_list(text: str) -> list[dict]:
 
 
 def summarise(errors: list[dict], count: int | None = None) -> str:
-    """A validation error list as one line that leads with the errors naming the cause: an
-    error that only says a discriminating field (`role`, `type`) has another kind's literal
-    value is dropped, and a "Field required" one too while another error remains."""
+    """A validation error list as one line that leads with the errors naming the cause. Errors
+    are taken per list item (one message): where one of the item's errors says something other
+    than "`role` (or `type`) should be another kind's value" or "Field required", those two kinds
+    are dropped, being about the kinds the item is not; where the item's role is none a chat
+    message has, every kind's refusal of it is the cause and is shown once."""
     errors = [e for e in errors if isinstance(e, dict)]
     total = count or len(errors)
-    kept = [e for e in errors if not _other_kind(e)] or errors
-    specific = [e for e in kept if e.get("type") != "missing"]
-    kept = specific or kept
+    groups: dict[tuple, list[dict]] = {}
+    for e in errors:
+        groups.setdefault(_item_of(e), []).append(e)
+    kept: list[dict] = []
+    for group in groups.values():
+        refusals = [e for e in group if _other_kind(e)]
+        specific = [e for e in group if not _other_kind(e) and e.get("type") != "missing"]
+        missing = [e for e in group if not _other_kind(e) and e.get("type") == "missing"]
+        if refusals and not any(e.get("input") in _CHAT_ROLES for e in refusals):
+            kept.append(_merged(refusals))  # a role no kind takes: that is the cause
+        else:
+            kept += specific or missing or [_merged(refusals)]
     shown = "; ".join(_describe(e) for e in kept[:3])
     if len(kept) > 3:
         shown += f"; and {len(kept) - 3} more"
-    if total <= 1:
-        return f"invalid request: {shown}"
-    if len(kept) < total:
+    if len(kept) < total and not (len(kept) == 1 and kept[0].get("merged") == total):
         return f"invalid request: {shown} ({total} validation errors, the rest about other message kinds)"
     return f"invalid request: {shown}"
+
+
+_CHAT_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+
+
+def _item_of(error: dict) -> tuple:
+    """The list item an error is about: its location up to the first list index (or all of it)."""
+    loc = error.get("loc") or ()
+    loc = tuple(loc) if isinstance(loc, (list, tuple)) else (loc,)
+    for i, part in enumerate(loc):
+        if isinstance(part, int) or (isinstance(part, str) and part.isdigit()):
+            return loc[:i + 1]
+    return loc
+
+
+def _merged(group: list[dict]) -> dict:
+    """Every kind's refusal of one item's role, as one error naming the values allowed."""
+    wanted = [m.group(1) for e in group for m in [re.search(r"Input should be (.+)$", str(e.get("msg", "")))] if m]
+    first = dict(group[0])
+    if len(wanted) > 1:
+        first["msg"] = "Input should be one of " + ", ".join(wanted)
+    first["merged"] = len(group)
+    return first
 
 
 def _other_kind(error: dict) -> bool:
