@@ -6,9 +6,9 @@ timeouts, auth. Our own policy stays on top of it (docs/agent.md):
 - Requests stream (`stream: true`, `stream_options.include_usage` for real token counts) and send
   the tool schemas as `tools` with `tool_choice: "auto"`; streamed `tool_calls` deltas become
   NativeToolCalls, whichever server dialect streams them (docs/agent.md, "Server dialects").
-- 429, 5xx, dropped connections, and an error event inside the stream before any output are
-  retried with exponential backoff (honouring Retry-After); everything else is a one-line
-  BackendError naming the URL.
+- 429, 5xx (but a 5xx listing validation errors), dropped connections, and an error event inside
+  the stream before any output are retried with exponential backoff (honouring Retry-After);
+  everything else is a one-line BackendError naming the URL and the cause (openai_errors.py).
 - The context window comes from `--context-window`/config (the agent's), else from the server
   (`/v1/models` `max_model_len`, llama.cpp `/props` `n_ctx`), else 32,768; a 400 for length lowers
   it to what the server said and raises ContextOverflowError, so the agent compacts and asks again.

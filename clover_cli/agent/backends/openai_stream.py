@@ -164,7 +164,7 @@ class Assembler:
                 if name != slot["name"]:  # llama-cpp-python repeats the whole name in every chunk
                     slot["name"] += name
                 args = fn.get("arguments")
-                slot["arguments"] += args if isinstance(args, str) else json.dumps(args) if args else ""
+                slot["arguments"] += args if isinstance(args, str) else json.dumps(args) if isinstance(args, dict) else ""
             self.chunks += 1
             if choice.get("finish_reason"):
                 self.finish = str(choice["finish_reason"])
