@@ -9,8 +9,9 @@
 A validation list names one error per member of a union the server tried: llama-cpp-python
 checks an assistant message against its system, user, assistant, tool and function message types
 and reports every mismatch (HTTP 500, "7 validation errors:" followed by one Python dict per line).
-The first of those ("Input should be 'system'") is never the cause, so the errors that only say
-"this is another kind of message" are dropped and the rest are shown.
+The first of those ("Input should be 'system'") is not the cause, so, message by message, the
+errors that only say "this is another kind of message" are dropped and the rest are shown (unless
+the message's role is none a chat message has: then that is the cause).
 
 Standard library only.
 """
@@ -22,6 +23,7 @@ import re
 from typing import Any
 
 LIMIT = 300
+SCAN_LIMIT = 50_000  # the most of an error message read for a validation list
 
 # FastAPI's str(RequestValidationError): "N validation error(s):\n  {dict}\n  {dict}..." (newer),
 # or the repr of the list (older); pydantic's own str(ValidationError) names the location on one
@@ -78,6 +80,7 @@ def _errors_in_text(text: str) -> list[dict]:
     """The validation errors a message lists as Python reprs or in pydantic's own layout."""
     if "validation error" not in text and not text.lstrip().startswith("[{"):
         return []
+    text = text[:SCAN_LIMIT]
     found: list[dict] = []
     stripped = text.strip()
     if stripped.startswith("[{"):

@@ -164,7 +164,9 @@ class Assembler:
                 if name != slot["name"]:  # llama-cpp-python repeats the whole name in every chunk
                     slot["name"] += name
                 args = fn.get("arguments")
-                slot["arguments"] += args if isinstance(args, str) else json.dumps(args) if isinstance(args, dict) else ""
+                if isinstance(args, dict):  # an object, not its JSON text
+                    args = json.dumps(args)
+                slot["arguments"] += args if isinstance(args, str) else ""
             self.chunks += 1
             if choice.get("finish_reason"):
                 self.finish = str(choice["finish_reason"])
