@@ -22,7 +22,7 @@ def sse_tool_call(call_id: str, name: str, arg_pieces: list[str], text: str = ""
         chunks.append({"choices": [{"index": 0, "delta": {"tool_calls": [
             {"index": 0, "function": {"arguments": piece}}]}}]})
     chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
-                   "usage": {"prompt_tokens": 10, "completion_tokens": 7}})
+                   "usage": {"prompt_tokens": 2400, "completion_tokens": 7}})  # a prompt with the tools
     return chunks
 
 
@@ -31,11 +31,14 @@ class ScriptedServer:
     {"status": N, "body": {...}} for an error, or {"sleep": seconds} to stall, or
     {"raw": bytes, "type": content type} for any body, or {"sse": [chunks], "done": bool,
     "delay": seconds between chunks, "chunked": True for HTTP/1.1 chunked framing}. GET answers come from `gets` ({path: JSON}; else 404), as a
-    vLLM (`/v1/models`) or llama.cpp (`/props`) server describes itself."""
+    vLLM (`/v1/models`) or llama.cpp (`/props`) server describes itself. `check(body)` runs on
+    every POST before its answer: a response it returns (a real server's refusal) replaces the
+    scripted one, which stays queued."""
 
-    def __init__(self, responses: list, gets: dict | None = None) -> None:
+    def __init__(self, responses: list, gets: dict | None = None, check=None) -> None:
         self.responses = list(responses)
         self.gets = dict(gets or {})
+        self.check = check
         self.requests: list[dict] = []  # {"path", "headers", "body"}
         self.get_paths: list[str] = []
         outer = self
@@ -58,7 +61,8 @@ class ScriptedServer:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 outer.requests.append({"path": self.path, "headers": self.headers, "body": body})
-                resp = outer.responses.pop(0) if outer.responses else sse_text("")
+                refusal = outer.check(body) if outer.check else None
+                resp = refusal or (outer.responses.pop(0) if outer.responses else sse_text(""))
                 if isinstance(resp, dict) and "raw" in resp:  # any 200 answer: {"raw": bytes, "type": ...}
                     self.send_response(resp.get("status", 200))
                     if resp.get("type"):
@@ -129,3 +133,24 @@ class ScriptedServer:
     def __exit__(self, *exc) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+OPENAI_NAME = r"^[a-zA-Z0-9_-]{1,64}$"
+
+
+def openai_name_rule(body: dict) -> dict | None:
+    """OpenAI's own check of function names (the API's 400, as its error reads): in the tool
+    schemas and in the history's calls alike."""
+    import re
+    names = [(f"tools[{i}].function.name", t.get("function", {}).get("name", ""))
+             for i, t in enumerate(body.get("tools") or [])]
+    for i, m in enumerate(body.get("messages") or []):
+        names += [(f"messages[{i}].tool_calls[{j}].function.name", tc.get("function", {}).get("name", ""))
+                  for j, tc in enumerate(m.get("tool_calls") or [])]
+    for param, name in names:
+        if not re.match(OPENAI_NAME, str(name)):
+            return {"status": 400, "body": {"error": {
+                "message": f"Invalid '{param}': string does not match pattern. Expected a string that "
+                           f"matches the pattern '{OPENAI_NAME}'.",
+                "type": "invalid_request_error", "param": param, "code": "invalid_value"}}}
+    return None

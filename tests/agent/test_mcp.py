@@ -125,3 +125,28 @@ def test_a_streamable_http_server(tmp_path):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+@pytest.mark.slow
+def test_an_mcp_turn_over_a_server_that_enforces_openais_tool_name_rule(tmp_path):
+    """`clover run` with an MCP server configured, against an openai: stub that answers 400 to any
+    tool name outside ^[a-zA-Z0-9_-]{1,64}$ (OpenAI's rule): the turn runs `notes.lookup_word`
+    through its wire name, and the request after it (the call in the history) passes the rule too."""
+    from .openai_server import ScriptedServer, openai_name_rule, sse_text, sse_tool_call
+
+    _configure(tmp_path)
+    repo = make_repo(tmp_path / "repo", git=False)
+    responses = [sse_tool_call("c1", "notes_lookup_word", ['{"word": ', '"clover"}']),
+                 sse_text("Clover is a small plant.")]
+    with ScriptedServer(responses, check=openai_name_rule) as srv:
+        p = clover_in_process("run", "what is clover?", "--model", f"openai:{srv.base_url}#m",
+                              "--root", str(repo), "--json", "--approval", "read-only")
+    assert p.returncode == 0, p.stdout + p.stderr
+    events = [json.loads(line) for line in p.stdout.splitlines()]
+    results = [(e["name"], e["ok"], e["output"]) for e in events if e["type"] == "tool_result"]
+    assert results == [("notes.lookup_word", True, "a small plant with three leaves")]
+    assert events[-1]["type"] == "turn_end" and events[-1]["final_text"] == "Clover is a small plant."
+    assert len(srv.requests) == 2  # no 400 on the way
+    wire = {t["function"]["name"] for t in srv.requests[0]["body"]["tools"]}
+    assert "notes_lookup_word" in wire and not any("." in n for n in wire)
+    assert srv.requests[1]["body"]["messages"][-2]["tool_calls"][0]["function"]["name"] == "notes_lookup_word"

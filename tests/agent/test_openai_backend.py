@@ -34,6 +34,7 @@ def test_streaming_text_and_request_shape(monkeypatch):
     assert req["headers"]["Authorization"] == "Bearer sk-test"
     assert req["body"]["stream"] is True and req["body"]["model"] == "my-model"
     assert req["body"]["tools"] == TOOLS and req["body"]["max_tokens"] == 77
+    assert req["body"]["tool_choice"] == "auto"  # tools offered: the model may call them
 
 
 def test_native_tool_call_assembled_and_tool_messages_sent(monkeypatch):
@@ -50,7 +51,7 @@ def test_native_tool_call_assembled_and_tool_messages_sent(monkeypatch):
     assert comp.stats["generated_tokens"] == 7 and comp.finish_reason == "tool_calls"
     sent = srv.requests[0]["body"]["messages"]
     assert srv.requests[0]["headers"]["Authorization"] == "Bearer k2"
-    assert sent[1]["content"] is None  # the text markup became native tool_calls
+    assert sent[1]["content"] == ""  # the markup became native tool_calls; "" not null (llama-cpp-python)
     assert sent[1]["tool_calls"][0]["function"] == {"name": "read_file", "arguments": '{"path": "b"}'}
     assert sent[2] == {"role": "tool", "tool_call_id": "c1", "content": "B"}
 

@@ -4,15 +4,17 @@ llama.cpp, hosted APIs), through the official `openai` SDK (imported on first us
 timeouts, auth. Our own policy stays on top of it (docs/agent.md):
 
 - Requests stream (`stream: true`, `stream_options.include_usage` for real token counts) and send
-  the tool schemas as `tools`; streamed `tool_calls` deltas become NativeToolCalls.
-- 429, 5xx, dropped connections, and an error event inside the stream before any output are
-  retried with exponential backoff (honouring Retry-After); everything else is a one-line
-  BackendError naming the URL.
+  the tool schemas as `tools` with `tool_choice: "auto"`; streamed `tool_calls` deltas become
+  NativeToolCalls, whichever server dialect streams them (docs/agent.md, "Server dialects").
+- 429, 5xx (but a 5xx listing validation errors), dropped connections, and an error event inside
+  the stream before any output are retried with exponential backoff (honouring Retry-After);
+  everything else is a one-line BackendError naming the URL and the cause (openai_errors.py).
 - The context window comes from `--context-window`/config (the agent's), else from the server
   (`/v1/models` `max_model_len`, llama.cpp `/props` `n_ctx`), else 32,768; a 400 for length lowers
   it to what the server said and raises ContextOverflowError, so the agent compacts and asks again.
-- A server that refuses `tools`, or whose chat template drops them (llama.cpp `/props`), gets the
-  tools as text in the system prompt (the in-process models' format) after a one-time notice.
+- A server that refuses `tools`, whose chat template drops them (llama.cpp `/props`), or that
+  cannot say whether it renders them (llama-cpp-python, known by `/v1/models`) gets the tools as
+  text in the system prompt (the in-process models' format) after a one-time notice.
 - `finish_reason: "length"` is passed on (the agent ends the turn as truncated); native calls cut
   off by it are handed over as cut-off call markup, which the agent explains to the model.
 """
@@ -28,10 +30,14 @@ from typing import Any, Iterator
 
 from clover_cli.agent.backends.base import BackendError, Completion, ModelBackend, StreamItem, block_texts
 from clover_cli.agent.backends.base import ThinkSplitter
-from clover_cli.agent.backends.openai_stream import (EOF_ITEM, STOPPED, Assembler, LineReader,
-                                                     parse_json_completion)
-from clover_cli.agent.backends.openai_wire import (cut_off_as_text, error_detail, is_context_overflow,
-                                                   refuses_tools, snippet, template_drops_tools,
+from clover_cli.agent.backends.openai_stream import (EOF_ITEM, STOPPED, Assembler, LineReader, SseFields,
+                                                     answer_kind, completion_stats, parse_json_completion)
+from clover_cli.agent.backends.openai_errors import is_validation_error, one_line as _one_line
+from clover_cli.agent.backends.openai_errors import stream_error_payload as _error_payload
+from clover_cli.agent.backends.openai_wire import (DROPS_TOOLS, all_json, cut_off_as_text, error_detail,
+                                                   is_context_overflow, prompt_lacks_tools,
+                                                   refuses_tool_choice, refuses_tools,
+                                                   server_dialect, snippet, template_drops_tools,
                                                    to_openai_messages, tool_names, window_from_models,
                                                    window_from_props, window_in_message, wire_names)
 from clover_cli.agent.backends.recoverable import ContextOverflowError, StreamFeedbackError
@@ -75,7 +81,11 @@ class OpenAIBackend(ModelBackend):
         self.retries = int(retries)
         self.backoff = float(backoff)
         self._window = int(context_window) if context_window else None
-        self._probe_wanted = probe and self._window is None
+        self._probe_wanted = probe  # the window (unless given) and the server's tool support
+        self.dialect: str | None = None  # the server, where its answers tell (openai_wire.server_dialect)
+        self._tool_choice = True  # sent with tools until a server refuses the field
+        self._sent = (0, 0)  # characters of message text and of tool schemas in the last request
+        self._size_checked = False  # the first answer's prompt count was compared with _sent
         self._probed = threading.Lock()
         self.temperature = temperature
         self.text_tools = False  # tools go as text in the system prompt (server ignores `tools`)
@@ -121,19 +131,22 @@ class OpenAIBackend(ModelBackend):
             if not self._probe_wanted:
                 return
             self._probe_wanted = False
-            window = window_from_models(self._get_json(self.base_url + "/models"), self.model)
+            models = self._get_json(self.base_url + "/models")
             root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
             props = self._get_json(root + "/props")
-            window = window or window_from_props(props)
+            window = window_from_models(models, self.model) or window_from_props(props)
             if window and self._window is None:
                 self._window = window
+            self.dialect = server_dialect(models, props)
             if template_drops_tools(props):
                 self._use_text_tools("its chat template has no tools")
+            elif self.dialect in DROPS_TOOLS:
+                self._use_text_tools(f"it is {self.dialect}: {DROPS_TOOLS[self.dialect]}", "may ignore")
 
-    def _use_text_tools(self, why: str) -> None:
+    def _use_text_tools(self, why: str, verb: str = "ignores") -> None:
         if not self.text_tools:
             self.text_tools = True
-            self._notices.append(f"openai: {self.base_url} ignores native tool calls ({why}); "
+            self._notices.append(f"openai: {self.base_url} {verb} native tool calls ({why}); "
                                  "tools are described in the system prompt and called as text")
 
     # -- request -----------------------------------------------------------------------------------
@@ -148,12 +161,16 @@ class OpenAIBackend(ModelBackend):
                                 "stream": True, "stream_options": {"include_usage": True},
                                 "max_tokens": max_new_tokens}
         if tools:
+            if self._tool_choice:  # older vLLM read tools without it as tool_choice "none"
+                body["tool_choice"] = "auto"
             body["tools"] = [{**t, "function": {**t["function"], "name": names.get(t["function"]["name"],
                                                                                   t["function"]["name"])}}
                              if isinstance(t, dict) and isinstance(t.get("function"), dict) else t
                              for t in tools]
         if self.temperature is not None:
             body["temperature"] = self.temperature
+        self._sent = (sum(len(str(m.get("content") or "")) for m in body["messages"]),
+                      len(json.dumps(body["tools"])) if tools else 0)
         return body
 
     @property
@@ -166,7 +183,7 @@ class OpenAIBackend(ModelBackend):
         import openai
         create = self._client().chat.completions.with_streaming_response.create
         fields = {k: v for k, v in body.items() if k not in ("model", "messages", "stream")}
-        known = {k: fields.pop(k) for k in ("max_tokens", "tools", "temperature", "stream_options")
+        known = {k: fields.pop(k) for k in ("max_tokens", "tools", "tool_choice", "temperature", "stream_options")
                  if k in fields}
         try:
             manager = create(model=body["model"], messages=body["messages"], stream=True,
@@ -198,9 +215,16 @@ class OpenAIBackend(ModelBackend):
             prompt = self.count_tokens(body.get("messages", []), body.get("tools", []))
             self._window = min(self.context_window, said or max(256, int(prompt * 0.9)))
             raise ContextOverflowError(f"{msg} (context window now {self._window:,} tokens)") from None
+        if body.get("tool_choice") and refuses_tool_choice(status, detail):
+            self._tool_choice = False
+            self._notices.append(f"openai: {self.base_url} refused `tool_choice` (HTTP {status}); "
+                                 "asking again without it")
+            raise _Retry(msg, wait=0.0) from None
         if body.get("tools") and refuses_tools(status, detail):
             self._use_text_tools(f"HTTP {status}: {detail[:80]}")
             raise _Retry(msg, wait=0.0) from None
+        if is_validation_error(detail):  # llama-cpp-python answers 500 for a request it cannot read
+            raise BackendError(msg) from None
         if status == 429 or status >= 500:
             after = e.response.headers.get("retry-after", "")
             raise _Retry(msg, min(float(after), 60.0) if after.strip().isdigit() else None) from None
@@ -231,7 +255,7 @@ class OpenAIBackend(ModelBackend):
                 wait = r.wait if r.wait is not None else self.backoff * 2 ** attempt
                 attempt += 1
                 if cancel is not None and cancel.wait(wait):
-                    yield Completion("", "cancelled", stats=self._stats(start, "", 0, {}))
+                    yield Completion("", "cancelled", stats=completion_stats(start, "", 0, {}))
                     return
                 if cancel is None:
                     time.sleep(wait)
@@ -239,36 +263,13 @@ class OpenAIBackend(ModelBackend):
     def _answer(self, resp: Any, start: float, stopped) -> Iterator[StreamItem]:
         lines = LineReader(resp.iter_lines())
         try:
-            if self._answer_kind(resp, lines, stopped) == "json":
+            ctype = (resp.headers.get("content-type") or "").split(";")[0].strip().lower()
+            if answer_kind(ctype, lines, stopped, min(self.timeout, 10.0), self.endpoint) == "json":
                 yield from self._json(lines, start, stopped)
             else:
                 yield from self._sse(lines, start, stopped)
         finally:
             lines.close()
-
-    def _answer_kind(self, resp: Any, lines: LineReader, stopped) -> str:
-        """"sse" or "json" for a 200 answer; anything else is a BackendError naming the URL."""
-        ctype = (resp.headers.get("content-type") or "").split(";")[0].strip().lower()
-        if ctype == "text/event-stream":
-            return "sse"
-        if ctype == "application/json" or ctype.endswith("+json"):
-            return "json"
-        head = ""
-        first = lines.get(stopped, min(self.timeout, 10.0))
-        while isinstance(first, str) and not first.strip():
-            first = lines.get(stopped, min(self.timeout, 10.0))
-        if isinstance(first, str):
-            lines.push_back(first)
-            head = first.lstrip()
-        if ctype in ("", "text/plain", "application/octet-stream", "application/x-ndjson"):
-            if head.startswith(("data:", "event:", ":")):
-                return "sse"
-            if head.startswith("{"):
-                return "json"
-        began = snippet(head, 80)
-        raise BackendError(f"openai: {self.endpoint} answered 200 {ctype or 'without a Content-Type'}, "
-                           f"not an event stream — is BASE_URL right (it usually ends in /v1)?"
-                           + (f" It began: {began!r}" if began else ""))
 
     def _json(self, lines: LineReader, start: float, stopped) -> Iterator[StreamItem]:
         """The whole JSON body of a server that ignored `stream: true`."""
@@ -276,7 +277,7 @@ class OpenAIBackend(ModelBackend):
         while True:
             line = lines.get(stopped, self.timeout)
             if line is STOPPED:
-                yield Completion("", "cancelled", stats=self._stats(start, "", 0, {}))
+                yield Completion("", "cancelled", stats=completion_stats(start, "", 0, {}))
                 return
             if line is EOF_ITEM:
                 break
@@ -295,11 +296,11 @@ class OpenAIBackend(ModelBackend):
         if reasoning:
             yield BlockText(reasoning, 0, thinking=True)
         yield from block_texts(ThinkSplitter(), text, 0, final=True)
-        yield self._completion(text, finish, calls, [], self._stats(start, text, 1, usage))
+        yield self._completion(text, finish, calls, [], completion_stats(start, text, 1, usage))
 
     def _sse(self, lines: LineReader, start: float, stopped) -> Iterator[StreamItem]:
         """A server-sent-event stream of chat-completion chunks."""
-        acc = Assembler()
+        acc, fields = Assembler(), SseFields()
         done = False
         while True:
             line = lines.get(stopped, self.timeout)
@@ -314,9 +315,11 @@ class OpenAIBackend(ModelBackend):
                 if not acc.output:
                     raise _Retry(f"openai: the stream from {self.endpoint} broke: {_one_line(line)}")
                 raise BackendError(f"openai: the stream from {self.endpoint} broke: {_one_line(line)}")
-            if not line.startswith("data:"):
-                continue  # blank lines, comments, event:/id: fields
-            payload = line[5:].strip()
+            kind, payload = fields.read(line)
+            if kind == "error":  # llama-server's `error:` field, or `event: error`
+                self._stream_error(_error_payload(payload), acc)
+            if kind != "data":
+                continue  # blank lines, comments, event:/id:/retry: fields
             if payload == "[DONE]":
                 done = True
                 break
@@ -329,6 +332,8 @@ class OpenAIBackend(ModelBackend):
                                    f"{snippet(payload)!r}")
             if event.get("error") is not None:
                 self._stream_error(event["error"], acc)
+            if event.get("object") == "error":  # SGLang's and older vLLM's error object, unwrapped
+                self._stream_error(event, acc)
             yield from acc.feed(event)
         if acc.finish != "cancelled" and not done and not acc.finish:
             raise BackendError(f"openai: the stream from {self.endpoint} ended before the answer was complete "
@@ -336,7 +341,7 @@ class OpenAIBackend(ModelBackend):
         yield from acc.tail()
         calls = [dict(c) for _, c in sorted(acc.calls.items())]
         yield self._completion(acc.text, acc.finish or "stop", acc.native(), calls,
-                               self._stats(start, acc.text, acc.chunks, acc.usage))
+                               completion_stats(start, acc.text, acc.chunks, acc.usage), acc.fingerprint)
 
     def _stream_error(self, error: Any, acc: Assembler) -> None:
         """An error event inside a 200 stream: retried like a 5xx before any output; after
@@ -349,19 +354,28 @@ class OpenAIBackend(ModelBackend):
                                   feedback=f"The model server failed while you were answering: {message}. "
                                            "Your answer above is incomplete; continue from where it stopped.")
 
-    def _completion(self, text: str, finish: str, native: tuple, calls: list[dict], stats: dict) -> Completion:
+    def _completion(self, text: str, finish: str, native: tuple, calls: list[dict], stats: dict,
+                    fingerprint: str = "") -> Completion:
+        if fingerprint == "fp_ollama":  # Ollama's chunks say so (openai/openai.go)
+            self.dialect = self.dialect or "Ollama"
+        self._check_prompt_size(int(stats.get("prompt_tokens") or 0))
         back = getattr(self, "_names_back", {})  # the server names tools by their wire names
         native = tuple(dataclasses.replace(c, name=back.get(c.name, c.name)) for c in native)
-        if finish == "length" and native and not _all_json(native):
+        if finish == "length" and native and not all_json(native):
             return Completion(cut_off_as_text(text, calls), finish, (), stats)
         return Completion(text, finish, tool_calls=native, stats=stats)
 
-    def _stats(self, start: float, text: str, chunks: int, usage: dict) -> dict:
-        seconds = time.perf_counter() - start
-        tokens = int(usage.get("completion_tokens") or 0) or max(chunks, len(text) // 4)
-        return {"generated_tokens": tokens, "prompt_tokens": int(usage.get("prompt_tokens") or 0),
-                "forwards": chunks, "total_seconds": round(seconds, 4),
-                "tokens_per_second": round(tokens / seconds, 2) if seconds > 0 else 0.0}
+    def _check_prompt_size(self, prompt_tokens: int) -> None:
+        """Once, for a server its answers did not name (Ollama counts only the prompt tokens it
+        did not have cached): a first prompt with tools that the server's own count says is too
+        short to hold them means its chat template dropped them."""
+        text_chars, tools_chars = self._sent
+        if self._size_checked or not tools_chars or not prompt_tokens or self.dialect is not None:
+            return
+        self._size_checked = True
+        if prompt_lacks_tools(prompt_tokens, text_chars, tools_chars):
+            self._use_text_tools(f"it counted the prompt at {prompt_tokens:,} tokens, too few to hold the "
+                                 f"{text_chars + tools_chars:,} characters sent", "seems to drop")
 
     def close(self) -> None:
         if self._client_obj is not None:
@@ -372,25 +386,11 @@ class OpenAIBackend(ModelBackend):
             self._client_obj = None
 
 
-def _all_json(native: tuple) -> bool:
-    for call in native:
-        try:
-            if not isinstance(json.loads(call.arguments or "{}"), dict):
-                return False
-        except ValueError:
-            return False
-    return True
-
-
 def _root_cause(e: BaseException) -> BaseException:
     seen = e
     while seen.__cause__ is not None or seen.__context__ is not None:
         seen = seen.__cause__ or seen.__context__
     return seen
-
-
-def _one_line(value: Any) -> str:
-    return " ".join(str(value).split())[:300]
 
 
 def _close_quietly(resp: Any) -> None:

@@ -65,6 +65,61 @@ class LineReader:
         self.closed.set()
 
 
+def answer_kind(ctype: str, lines: LineReader, stopped: Callable[[], bool], wait: float, endpoint: str) -> str:
+    """"sse" or "json" for a 200 answer of Content-Type `ctype` (sniffed from its first line when
+    the type says nothing); anything else is a BackendError naming the URL."""
+    if ctype == "text/event-stream":
+        return "sse"
+    if ctype == "application/json" or ctype.endswith("+json"):
+        return "json"
+    head = ""
+    first = lines.get(stopped, wait)
+    while isinstance(first, str) and not first.strip():
+        first = lines.get(stopped, wait)
+    if isinstance(first, str):
+        lines.push_back(first)
+        head = first.lstrip()
+    if ctype in ("", "text/plain", "application/octet-stream", "application/x-ndjson"):
+        if head.startswith(("data:", "event:", ":")):
+            return "sse"
+        if head.startswith("{"):
+            return "json"
+    from clover_cli.agent.backends.openai_wire import snippet
+    began = snippet(head, 80)
+    raise BackendError(f"openai: {endpoint} answered 200 {ctype or 'without a Content-Type'}, "
+                       f"not an event stream — is BASE_URL right (it usually ends in /v1)?"
+                       + (f" It began: {began!r}" if began else ""))
+
+
+class SseFields:
+    """Server-sent-event lines -> ("data", payload), ("error", payload) or ("", "") for a line
+    that carries neither. An error comes as llama-server's own `error: {...}` field
+    (tools/server, server_sent_event(sink, "error", ...)) or as the data of an `event: error`."""
+
+    def __init__(self) -> None:
+        self.event = ""
+
+    def read(self, line: str) -> tuple[str, str]:
+        if line.startswith("error:"):
+            return "error", line[6:].strip()
+        if line.startswith("event:"):
+            self.event = line[6:].strip()
+        if not line.startswith("data:"):
+            if not line.strip():
+                self.event = ""  # a blank line ends the event
+            return "", ""
+        return ("error" if self.event == "error" else "data"), line[5:].strip()
+
+
+def completion_stats(start: float, text: str, chunks: int, usage: dict) -> dict:
+    """The stats of a completion that began at perf_counter() `start` (usage: the server's)."""
+    seconds = time.perf_counter() - start
+    tokens = int(usage.get("completion_tokens") or 0) or max(chunks, len(text) // 4)
+    return {"generated_tokens": tokens, "prompt_tokens": int(usage.get("prompt_tokens") or 0),
+            "forwards": chunks, "total_seconds": round(seconds, 4),
+            "tokens_per_second": round(tokens / seconds, 2) if seconds > 0 else 0.0}
+
+
 class Assembler:
     """Chat-completion chunks -> BlockText items and, at the end, the text, calls and usage."""
 
@@ -76,10 +131,13 @@ class Assembler:
         self.usage: dict = {}
         self.calls: dict[int, dict[str, str]] = {}
         self.output = False  # anything streamed yet (after that a retry would repeat it)
+        self.fingerprint = ""  # the chunks' system_fingerprint (Ollama: "fp_ollama")
 
     def feed(self, event: dict) -> Iterator[BlockText]:
         if isinstance(event.get("usage"), dict):
             self.usage = event["usage"]
+        if isinstance(event.get("system_fingerprint"), str):
+            self.fingerprint = event["system_fingerprint"]
         for choice in event.get("choices") or []:
             if not isinstance(choice, dict):
                 continue
@@ -95,22 +153,39 @@ class Assembler:
                 self.output = True
                 self.text += content
                 yield from block_texts(self.splitter, content, self.chunks)
-            for tc in delta.get("tool_calls") or []:
+            for position, tc in enumerate(delta.get("tool_calls") or []):
                 if not isinstance(tc, dict):
                     continue
                 self.output = True
-                index = tc.get("index", len(self.calls))
-                slot = self.calls.setdefault(index if isinstance(index, int) else len(self.calls),
-                                             {"id": "", "name": "", "arguments": ""})
+                slot = self.calls.setdefault(self._slot_of(tc, position), {"id": "", "name": "", "arguments": ""})
                 fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
                 slot["id"] = tc.get("id") or slot["id"]
                 name = fn.get("name") or ""
                 if name != slot["name"]:  # llama-cpp-python repeats the whole name in every chunk
                     slot["name"] += name
-                slot["arguments"] += fn.get("arguments") or ""
+                args = fn.get("arguments")
+                if isinstance(args, dict):  # an object, not its JSON text
+                    args = json.dumps(args)
+                slot["arguments"] += args if isinstance(args, str) else ""
             self.chunks += 1
             if choice.get("finish_reason"):
                 self.finish = str(choice["finish_reason"])
+
+    def _slot_of(self, tc: dict, position: int) -> int:
+        """The call a `tool_calls` delta continues. With `index` (every documented server) that
+        is it; without, a call whose id it repeats, a new call when it brings a new id or is a
+        second call in the same delta, else the last call (an arguments fragment)."""
+        index = tc.get("index")
+        if type(index) is int:
+            return index
+        call_id = tc.get("id")
+        if call_id:
+            for key, slot in self.calls.items():
+                if slot["id"] == call_id:
+                    return key
+        if call_id or position > 0 or not self.calls:
+            return max(self.calls, default=-1) + 1
+        return max(self.calls)
 
     def tail(self) -> list[BlockText]:
         return block_texts(self.splitter, "", self.chunks, final=True)

@@ -9,6 +9,7 @@ import json
 import re
 from typing import Any
 
+from clover_cli.agent.backends.openai_errors import error_detail  # noqa: F401 - re-exported
 from clover_cli.agent.parsing import has_open_call, parse_tool_calls, split_thinking
 
 
@@ -64,7 +65,9 @@ def to_openai_messages(messages: list[dict], names: dict[str, str] | None = None
                                                                      tc["function"]["name"]),
                                                    "arguments": args_json(tc["function"].get("arguments"))}}
                                      for tc in m["tool_calls"]]
-            msg["content"] = content or None
+            # "" and never null: llama-cpp-python's assistant message type takes only a string
+            # (null is an HTTP 500 listing 7 validation errors), and every server takes ""
+            msg["content"] = content
             out.append(msg)
         elif role == "tool":
             out.append({"role": "tool", "tool_call_id": m.get("tool_call_id", ""), "content": m.get("content") or ""})
@@ -80,17 +83,6 @@ def args_json(args: Any) -> str:
 def snippet(raw: bytes | str, limit: int = 120) -> str:
     text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
     return " ".join(text.split())[:limit]
-
-
-def error_detail(raw: str) -> str:
-    """The server's error message from an error body (JSON or not), one line."""
-    try:
-        data = json.loads(raw)
-        err = data.get("error", data) if isinstance(data, dict) else data
-        msg = err.get("message", "") if isinstance(err, dict) else str(err)
-    except ValueError:
-        msg = raw
-    return " ".join(str(msg).split())[:300]
 
 
 # vLLM: "This model's maximum context length is 8192 tokens. However, you requested ..."
@@ -114,15 +106,24 @@ def window_in_message(detail: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-# llama.cpp without --jinja: "tools param requires --jinja flag"; vLLM without
-# --enable-auto-tool-choice: "\"auto\" tool choice requires --enable-auto-tool-choice ..."
+# llama.cpp without --jinja: "tools param requires --jinja flag" (an HTTP 500: a runtime_error in
+# tools/server's oaicompat_chat_params_parse); vLLM without --enable-auto-tool-choice: "\"auto\"
+# tool choice requires --enable-auto-tool-choice ..."; Ollama: "MODEL does not support tools".
 _TOOLS_REFUSED = re.compile(r"tools? param|tool choice|tool_choice|tools are not supported|"
                             r"does not support tools|tool calling is not supported", re.IGNORECASE)
+_TOOL_CHOICE = re.compile(r"tool[_ ]choice", re.IGNORECASE)
 
 
 def refuses_tools(status: int, detail: str) -> bool:
-    """Whether an HTTP 400 says the server cannot take `tools` (so calls must go as text)."""
-    return status in (400, 422, 501) and bool(_TOOLS_REFUSED.search(detail))
+    """Whether an HTTP error says the server cannot take `tools` (so calls must go as text)."""
+    return status in (400, 422, 500, 501) and bool(_TOOLS_REFUSED.search(detail))
+
+
+def refuses_tool_choice(status: int, detail: str) -> bool:
+    """Whether an HTTP error refuses the `tool_choice` field itself while tools may still work
+    (vLLM's "auto tool choice requires --enable-auto-tool-choice" means no tool calls at all)."""
+    return (status in (400, 422, 500, 501) and bool(_TOOL_CHOICE.search(detail))
+            and "enable-auto-tool-choice" not in detail and "tools param" not in detail)
 
 
 def window_from_models(body: Any, model: str) -> int | None:
@@ -170,6 +171,17 @@ def template_drops_tools(body: Any) -> bool:
     return isinstance(template, str) and bool(template.strip()) and "tool" not in template
 
 
+def all_json(native: tuple) -> bool:
+    """Whether every call's arguments are a JSON object (else a cut-off call, see cut_off_as_text)."""
+    for call in native:
+        try:
+            if not isinstance(json.loads(call.arguments or "{}"), dict):
+                return False
+        except ValueError:
+            return False
+    return True
+
+
 def cut_off_as_text(text: str, calls: list[dict[str, str]]) -> str:
     """A completion cut by the token limit in the middle of native tool calls, written as call
     markup, so the agent explains it to the model as cut off (the text path's rule), not as
@@ -180,3 +192,39 @@ def cut_off_as_text(text: str, calls: list[dict[str, str]]) -> str:
         if c is not calls[-1]:
             out += "}\n</tool_call>"
     return out
+
+
+# `owned_by` of `/v1/models` entries, set by each server's own code (docs/agent.md, "Server
+# dialects"): vLLM's and SGLang's ModelCard defaults, llama-server's model list, LM Studio's
+# fixed value, llama-cpp-python's server/app.py; Ollama gives the model's namespace ("library").
+_OWNED_BY = {"vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama-server", "organization_owner": "LM Studio",
+             "me": "llama-cpp-python", "library": "Ollama"}
+
+
+def server_dialect(models: Any, props: Any) -> str | None:
+    """Which server answers, from its `/v1/models` and `/props` answers (None: not known)."""
+    data = models.get("data") if isinstance(models, dict) else None
+    owners = {str(d.get("owned_by")) for d in data if isinstance(d, dict)} if isinstance(data, list) else set()
+    for owner in owners:
+        if owner in _OWNED_BY:
+            return _OWNED_BY[owner]
+    if isinstance(props, dict) and ("default_generation_settings" in props or "chat_template" in props):
+        return "llama-server"
+    return None
+
+
+# A dialect whose tool support the server cannot be asked about, and what it does with `tools`.
+DROPS_TOOLS = {"llama-cpp-python": "its chat formats other than functionary and chatml-function-calling "
+                                   "drop `tools` without a word, and it cannot say which one it runs"}
+
+
+# The fewest characters of chat text and JSON schema any tokenizer Clover has met packs into one
+# token is about 2.5; the most, about 6 (long English words). A prompt the server counts at fewer
+# than one token per 8 characters sent cannot hold what was sent.
+CHARS_PER_TOKEN_MAX = 8
+
+
+def prompt_lacks_tools(prompt_tokens: int, text_chars: int, tools_chars: int) -> bool:
+    """Whether a server's own count of a prompt (usage.prompt_tokens) is too small to hold the
+    messages' text and the tool schemas sent with them: the chat template dropped the tools."""
+    return 0 < prompt_tokens * CHARS_PER_TOKEN_MAX < text_chars + tools_chars
