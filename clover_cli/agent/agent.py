@@ -16,7 +16,8 @@ from clover_cli.agent.backends.base import BackendError, Completion, ModelBacken
 from clover_cli.agent.backends.recoverable import RecoverableError
 from clover_cli.agent.changes import ChangeTracker
 from clover_cli.agent.config import AgentConfig
-from clover_cli.agent.context import compacted, elide_tool_outputs, truncate_output
+from clover_cli.agent.context import (compacted, cut_to_fit, elide_tool_outputs, tail_start, truncate_output,
+                                      what_is)
 from clover_cli.agent.controls import AgentControls
 from clover_cli.agent.events import (AgentError, AgentEvent, Notice, ToolCallProposed, ToolFinished,
                                      TurnFinished, TurnStarted)
@@ -277,31 +278,49 @@ class Agent(AgentControls):
         return window - min(self.config.max_new_tokens, window // 4)
 
     def _fit_context(self) -> Iterator[AgentEvent]:
-        """Elides old tool outputs, then compacts, when the prompt nears the context window."""
+        """Makes the next request fit the context window (docs/agent.md, "Context window"): old
+        tool outputs are elided, then the older conversation is compacted, then the longest
+        messages (a tool output, an attachment, a long paste) are cut, each with a notice."""
         budget = self._budget()
         if self.backend.count_tokens(self._messages, self.tools) <= budget:
             return
         n = elide_tool_outputs(self._messages, self.config.keep_recent_tool_outputs)
         if n:
             self._log.append({"type": "reset", "messages": self._messages})
-            yield Notice(f"Elided {n} old tool output(s) to fit the context window.")
+            yield from self._notice(f"Elided {n} old tool output(s) to fit the context window.")
             if self.backend.count_tokens(self._messages, self.tools) <= budget:
                 return
-        yield from self._compact()
+        body = self._messages[1:]
+        if body[:tail_start(body)]:  # something older than the latest state to summarise
+            yield from self._compact()
         if self.backend.count_tokens(self._messages, self.tools) > budget:
             yield from self._squeeze(budget)
 
+    def _notice(self, message: str) -> Iterator[AgentEvent]:
+        """A notice that is also kept in the session file (what the transcript shows, it holds)."""
+        self._log.append({"type": "notice", "message": message})
+        yield Notice(message)
+
     def _squeeze(self, budget: int) -> Iterator[AgentEvent]:
-        """Last resort: elide every tool output but the latest, then cut the latest down."""
-        elide_tool_outputs(self._messages, keep_recent=1)
-        last = max((i for i, m in enumerate(self._messages) if m.get("role") == "tool"), default=None)
-        while last is not None and self.backend.count_tokens(self._messages, self.tools) > budget:
-            content = self._messages[last].get("content") or ""
-            if len(content) < 400:
+        """Last resort: elide every tool output but the latest, then cut the longest messages
+        until the request fits; one notice per message cut, naming it."""
+        if elide_tool_outputs(self._messages, keep_recent=1):
+            yield from self._notice("Elided the earlier tool outputs to fit the context window.")
+        cuts: dict[int, tuple[str, int, int]] = {}
+        for _ in range(64):
+            tokens = self.backend.count_tokens(self._messages, self.tools)
+            if tokens <= budget:
                 break
-            self._messages[last] = {**self._messages[last], "content": truncate_output(content, len(content) // 2)}
+            labels = {i: what_is(self._messages, i) for i in range(len(self._messages))}
+            cut = cut_to_fit(self._messages, tokens - budget, tokens)
+            if cut is None:
+                break
+            i, before, after = cut
+            cuts[i] = (labels[i], cuts.get(i, (None, before))[1], after)
         self._log.append({"type": "reset", "messages": self._messages})
-        yield Notice("Cut tool outputs down to fit the context window.")
+        window = self.config.context_window or self.backend.context_window
+        for what, before, after in cuts.values():
+            yield from self._notice(observation("cut_notice", what=what, window=window, before=before, after=after))
 
     def compact(self) -> Iterator[AgentEvent]:
         """Has the model summarise the older conversation; keeps the system prompt, the task and
@@ -317,8 +336,6 @@ class Agent(AgentControls):
             self._lock.release()
 
     def _compact(self) -> Iterator[AgentEvent]:
-        from clover_cli.agent.context import tail_start
-
         body = self._messages[1:]
         head = body[:tail_start(body)]
         if not head:
@@ -329,23 +346,32 @@ class Agent(AgentControls):
         budget = self._budget()
         while len(request) > 3 and self.backend.count_tokens(request, []) > budget:
             request = [request[0]] + request[2:]  # the oldest part does not fit: drop it
-        summary = ""
+        older, ask = request[:-1], request[-1:]
+        for _ in range(64):  # what is left is still too long (one huge attachment): cut it
+            tokens = self.backend.count_tokens(older + ask, [])
+            if tokens <= budget or cut_to_fit(older, tokens - budget, tokens) is None:
+                break
+        request = older + ask
+        summary, failed = "", ""
         try:
             for item in self.backend.stream(request, [], max_new_tokens=min(1024, self.config.max_new_tokens),
                                             cancel=self._cancel):
                 if isinstance(item, Completion):
                     summary = parse_tool_calls(item.text).text
-        except Exception as e:  # the conversation stays as it was
-            yield AgentError(f"compaction failed: {e}")
-            return
+        except Exception as e:  # nothing summarised: the older part is dropped (below)
+            failed = str(e)
         if self._cancel.is_set():  # a cut-off summary must not replace the conversation
             yield Notice("Compaction cancelled; the conversation is unchanged.")
             return
+        if failed:
+            yield from self._notice(f"The model could not summarise the conversation ({failed}); "
+                                    "the earlier part was dropped.")
+            summary = ""
         before = len(self._messages)
         self._messages = compacted(self._messages, summary, self._task)
         self._log.append({"type": "compaction", "summary": summary})
         self._log.append({"type": "reset", "messages": self._messages})
-        yield Notice(f"Compacted {before} messages into {len(self._messages)}.")
+        yield from self._notice(f"Compacted {before} messages into {len(self._messages)}.")
 
 
 def _jsonable(value: Any) -> bool:

@@ -330,8 +330,8 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
     def show_summary(self) -> None:
         """After a compaction: the summary the model wrote, as its own folded "summary" entry."""
         for m in self.agent.messages if self.agent is not None else []:
-            if m.get("role") == "user" and is_summary(m):
-                self.transcript.add_summary(m.get("content") or "")
+            if m.get("role") == "user" and is_summary(m):  # the text the session file holds
+                self.transcript.add_summary(m.get("summary") or m.get("content") or "")
                 return
 
     def stop_agent(self) -> None:

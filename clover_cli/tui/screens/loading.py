@@ -108,7 +108,10 @@ class ModelLoading:
         for m in messages:
             role, content = m.get("role"), m.get("content") or ""
             if role == "user" and is_summary(m):
-                t.add_summary(content)
+                t.add_summary(m.get("summary") or content)
+                typed = content[len(m["summary"]):].strip() if m.get("summary") else ""
+                if typed:  # the summary was put in front of the user's next message
+                    t.add_user(strip_attachments(typed))
             elif role == "user":
                 t.add_user(strip_attachments(content))
             elif role == "assistant" and content.strip():
