@@ -22,6 +22,7 @@ from clover_cli.agent.controls import AgentControls
 from clover_cli.agent.events import (AgentError, AgentEvent, Notice, ToolCallProposed, ToolFinished,
                                      TurnFinished, TurnStarted)
 from clover_cli.agent.instructions import system_prompt
+from clover_cli.agent.markup import describe_attempt
 from clover_cli.agent.jsonsafe import JSONLimitError, loads as json_loads, scrub
 from clover_cli.agent.parsing import FormatError, ParsedCall, parse_tool_calls
 from clover_cli.agent.prompt_files import observation, prompt_text
@@ -134,6 +135,7 @@ class Agent(AgentControls):
         self._task = user_text
         self._add({"role": "user", "content": user_text})
         format_errors = tool_errors = recoveries = 0
+        malformed: list[str] = []  # what each malformed call in a row tried
         while True:
             if self._cancel.is_set():
                 yield from self._finish("cancelled", "", stats)
@@ -206,14 +208,20 @@ class Agent(AgentControls):
             if self._cancel.is_set():  # every call has its result message; nothing more runs
                 yield from self._finish("cancelled", "", stats)
                 return
+            if errors and not format_errors:  # a new run of malformed calls
+                malformed = []
             for err in errors:
                 self._add({"role": "user", "content": observation(
                     "format_error", message=err.message, snippet=err.snippet), "format_error": True})
                 self._log.append({"type": "format_error", "message": err.message, "snippet": err.snippet})
+                tried = describe_attempt(err)
+                malformed.append(tried)
+                yield Notice(f"Tool call not run: {tried}.")  # also ends the step's hidden call text
             format_errors = format_errors + 1 if errors else 0
             stats.format_errors += len(errors)
             if format_errors >= cfg.max_format_errors:
-                msg = observation("format_errors_user", count=format_errors)
+                msg = observation("format_errors_user", count=format_errors) + "".join(
+                    f"\n  {k}. {tried}" for k, tried in enumerate(malformed[-10:], 1))
                 yield AgentError(msg)
                 yield from self._finish("format_errors", msg, stats)
                 return
