@@ -61,6 +61,7 @@ class Agent(AgentControls):
         if resumed:
             self._restore()
         else:
+            self._log.hold()  # written with the first turn: no file for a session where nothing was sent
             self._log.append({"type": "meta", "session_id": self.session_id, "root": str(self.root),
                               "model": backend.info, "approval": config.approval, **config.meta})
             self._log.append({"type": "message", "message": self._messages[0]})

@@ -83,3 +83,15 @@ def test_a_failed_summary_drops_the_older_part(tmp_path):
     assert not of(events, AgentError), of(events, AgentError)
     assert any("could not summarise the conversation (boom)" in n.message for n in of(events, Notice))
     assert backend.calls == calls + 1 and events[-1].final_text == "a2"
+
+
+def test_no_session_file_until_something_is_sent(tmp_path):
+    repo = make_repo(tmp_path / "repo", git=False)
+    backend = make_backend(replay(tmp_path, ["hello"]))
+    agent = Agent(backend, AgentConfig(root=repo))
+    agent.set_approval("auto-edit")
+    assert not agent.session_path.exists()
+    drive(agent, "hi")
+    kinds = [r["type"] for r in read_records(agent.session_path)]
+    assert kinds[:4] == ["meta", "message", "approval_mode", "turn_start"], kinds
+    assert load_messages(agent.session_path)[1] == agent.messages

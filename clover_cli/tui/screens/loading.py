@@ -12,7 +12,7 @@ from textual.widgets import Label
 
 from clover_cli.agent.attachments import strip_attachments
 from clover_cli.agent.interface import AgentSession
-from clover_cli.tui.bridge import AgentFailed, AgentReady, error_text, open_agent
+from clover_cli.tui.bridge import AgentFailed, AgentReady, error_text, measured_model, open_agent
 from clover_cli.tui.widgets.messages import is_summary, plural
 from clover_cli.tui.widgets.status_bar import short_model_name
 
@@ -53,18 +53,23 @@ class ModelLoading:
         if self.agent is not None and self.agent is not msg.agent:
             self.agent.close(successor=msg.agent)  # the model stays loaded when both share it
         first = self.agent is None
+        switched = not first and self.options_before_switch is not None  # /model SPEC
         self.agent = msg.agent
         self.options_before_switch = None
         info = msg.info
         self.query_one("#loading").display = False
-        in_process = not str(self.options.model).startswith(("replay:", "openai:"))
+        in_process = measured_model(self.options.model)
         self.status.set(model=info.get("name", self.options.model), loading=False,
                         block_size=info.get("block_size") if in_process else None, threshold=info.get("threshold"),
                         context_window=info.get("context_window"), branch=msg.branch,
                         context_used=info.get("context_used"), cached=None, first_block=None,
+                        tpf=None, tokens_per_second=None,  # the previous model's figures are not this one's
                         approval=msg.agent.approval)
         self.set_busy("")
-        if msg.resumed:
+        if switched:  # the transcript already shows the conversation
+            self.transcript.add_notice(f"Switched to {short_model_name(info.get('name') or self.options.model)}; "
+                                       "the conversation goes on.")
+        elif msg.resumed:
             self.show_history(msg.agent.messages)
             self.transcript.add_notice(f"Resumed session {msg.agent.session_id}")
         elif first and self.options.resume:
