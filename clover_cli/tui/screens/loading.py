@@ -121,7 +121,7 @@ class ModelLoading:
                 t.add_user(strip_attachments(content))
             elif role == "assistant" and content.strip():
                 t.stream(content)
-                t.end_message()
+                t.end_message(called=bool(m.get("tool_calls")))  # a call that ran shows as its result
             elif role == "tool":
                 n = len(content.splitlines())
                 t.add_notice(f"tool result ({m.get('name', 'tool')}, {n} {plural(n, 'line')})")
