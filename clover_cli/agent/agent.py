@@ -16,8 +16,7 @@ from clover_cli.agent.backends.base import BackendError, Completion, ModelBacken
 from clover_cli.agent.backends.recoverable import RecoverableError
 from clover_cli.agent.changes import ChangeTracker
 from clover_cli.agent.config import AgentConfig
-from clover_cli.agent.context import (compacted, cut_to_fit, elide_tool_outputs, tail_start, truncate_output,
-                                      what_is)
+from clover_cli.agent.context import compacted, cut_until_fits, elide_tool_outputs, tail_start, truncate_output
 from clover_cli.agent.controls import AgentControls
 from clover_cli.agent.events import (AgentError, AgentEvent, Notice, ToolCallProposed, ToolFinished,
                                      TurnFinished, TurnStarted)
@@ -315,20 +314,11 @@ class Agent(AgentControls):
         until the request fits; one notice per message cut, naming it."""
         if elide_tool_outputs(self._messages, keep_recent=1):
             yield from self._notice("Elided the earlier tool outputs to fit the context window.")
-        cuts: dict[int, tuple[str, int, int]] = {}
-        for _ in range(64):
-            tokens = self.backend.count_tokens(self._messages, self.tools)
-            if tokens <= budget:
-                break
-            labels = {i: what_is(self._messages, i) for i in range(len(self._messages))}
-            cut = cut_to_fit(self._messages, tokens - budget, tokens)
-            if cut is None:
-                break
-            i, before, after = cut
-            cuts[i] = (labels[i], cuts.get(i, (None, before))[1], after)
+        count = lambda: self.backend.count_tokens(self._messages, self.tools)  # noqa: E731
+        cuts = cut_until_fits(self._messages, count, budget)
         self._log.append({"type": "reset", "messages": self._messages})
         window = self.config.context_window or self.backend.context_window
-        for what, before, after in cuts.values():
+        for what, before, after in cuts:
             yield from self._notice(observation("cut_notice", what=what, window=window, before=before, after=after))
 
     def compact(self) -> Iterator[AgentEvent]:
@@ -356,10 +346,7 @@ class Agent(AgentControls):
         while len(request) > 3 and self.backend.count_tokens(request, []) > budget:
             request = [request[0]] + request[2:]  # the oldest part does not fit: drop it
         older, ask = request[:-1], request[-1:]
-        for _ in range(64):  # what is left is still too long (one huge attachment): cut it
-            tokens = self.backend.count_tokens(older + ask, [])
-            if tokens <= budget or cut_to_fit(older, tokens - budget, tokens) is None:
-                break
+        cut_until_fits(older, lambda: self.backend.count_tokens(older + ask, []), budget)  # one huge attachment
         request = older + ask
         summary, failed = "", ""
         try:

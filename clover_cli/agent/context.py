@@ -73,6 +73,24 @@ def tail_start(messages: list[dict]) -> int:
     return last_asst if last_asst > last_user else last_user
 
 
+def cut_until_fits(messages: list[dict], count, budget: int) -> list[tuple[str, int, int]]:
+    """Cuts the longest messages (never the first) until `count()` tokens are within `budget` or
+    nothing is long enough to cut; returns (what was cut, characters before, after), one per
+    message, for the notices."""
+    cuts: dict[int, tuple[str, int, int]] = {}
+    for _ in range(64):
+        tokens = count()
+        if tokens <= budget:
+            break
+        labels = [what_is(messages, i) for i in range(len(messages))]
+        cut = cut_to_fit(messages, tokens - budget, tokens)
+        if cut is None:
+            break
+        i, before, after = cut
+        cuts[i] = (labels[i], cuts.get(i, ("", before, 0))[1], after)
+    return list(cuts.values())
+
+
 def compacted(messages: list[dict], summary: str, task: str) -> list[dict]:
     """The conversation after compaction: system prompt, summary (+ the task verbatim), latest state."""
     system = [m for m in messages[:1] if m.get("role") == "system"]
