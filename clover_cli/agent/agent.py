@@ -323,18 +323,19 @@ class Agent(AgentControls):
 
     def compact(self) -> Iterator[AgentEvent]:
         """Has the model summarise the older conversation; keeps the system prompt, the task and
-        the latest state. Yields Notices (and an AgentError if the model fails). A front end's
+        the latest state. Yields Notices (and an AgentError, the conversation unchanged, if the
+        model call fails; inside a turn the older part is dropped instead). A front end's
         /compact: a step of its own, like a turn (one at a time; an earlier cancel is forgotten,
         a cancel during it leaves the conversation unchanged)."""
         if not self._lock.acquire(blocking=False):
             raise RuntimeError("a turn is already running")
         try:
             self._cancel.clear()
-            yield from self._compact()
+            yield from self._compact(on_demand=True)
         finally:
             self._lock.release()
 
-    def _compact(self) -> Iterator[AgentEvent]:
+    def _compact(self, on_demand: bool = False) -> Iterator[AgentEvent]:
         body = self._messages[1:]
         head = body[:tail_start(body)]
         if not head:
@@ -359,7 +360,10 @@ class Agent(AgentControls):
         if self._cancel.is_set():  # a cut-off summary must not replace the conversation
             yield Notice("Compaction cancelled; the conversation is unchanged.")
             return
-        if failed:
+        if failed and on_demand:  # the user asked: nothing is lost, they may try again
+            yield AgentError(f"compaction failed: {failed}")
+            return
+        if failed:  # inside a turn the next request must fit
             yield from self._notice(f"The model could not summarise the conversation ({failed}); "
                                     "the earlier part was dropped.")
             summary = ""

@@ -95,3 +95,20 @@ def test_no_session_file_until_something_is_sent(tmp_path):
     kinds = [r["type"] for r in read_records(agent.session_path)]
     assert kinds[:4] == ["meta", "message", "approval_mode", "turn_start"], kinds
     assert load_messages(agent.session_path)[1] == agent.messages
+
+
+def test_a_failed_compact_on_demand_changes_nothing(tmp_path):
+    repo = make_repo(tmp_path / "repo", git=False)
+    backend = make_backend(replay(tmp_path, ["a1", "a2"]))
+    agent = Agent(backend, AgentConfig(root=repo))
+    drive(agent, "one")
+    drive(agent, "two")
+    before = [dict(m) for m in agent.messages]
+
+    def broken(*a, **k):
+        raise RuntimeError("boom")
+        yield
+    backend.stream = broken
+    events = list(agent.compact())
+    assert [e.message for e in of(events, AgentError)] == ["compaction failed: boom"]
+    assert agent.messages == before
