@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from clover_cli.agent import Agent, AgentConfig
 from clover_cli.agent.attachments import attach_mentions
 from clover_cli.agent.backends import make_backend
@@ -23,6 +25,7 @@ def ten_kb_module() -> str:
     return "\n".join(lines)
 
 
+@pytest.mark.slow
 def test_a_10kb_attachment_and_three_more_questions_on_tiny(tmp_path):
     repo = make_repo(tmp_path / "repo", git=False)
     (repo / "formatting.py").write_text(ten_kb_module())
