@@ -21,8 +21,8 @@ from clover_cli.agent.controls import AgentControls
 from clover_cli.agent.events import (AgentError, AgentEvent, Notice, ToolCallProposed, ToolFinished,
                                      TurnFinished, TurnStarted)
 from clover_cli.agent.instructions import system_prompt
-from clover_cli.agent.markup import describe_attempt
 from clover_cli.agent.jsonsafe import JSONLimitError, loads as json_loads, scrub
+from clover_cli.agent.markup import describe_attempt
 from clover_cli.agent.parsing import FormatError, ParsedCall, parse_tool_calls
 from clover_cli.agent.prompt_files import observation, prompt_text
 from clover_cli.agent.session import SessionLog, find_session, load_messages, new_session_id

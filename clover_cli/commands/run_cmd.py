@@ -213,9 +213,7 @@ def _print_events(agent, events, as_json: bool) -> str:
                     emit({"type": "block", "text": e.text, "raw": e.text, "block_index": e.block_index,
                           "thinking": True})
                 continue
-            if e.block_index < last_block and markup.hiding:  # a new model call: forget a call left open
-                markup.end(called=False)
-            last_block = e.block_index
+            last_block = e.block_index  # every step ends with an event that flushes `markup` (above)
             shown = markup.feed(e.text)
             if as_json:  # consumers get the visible text; the model's own text is under "raw"
                 emit({"type": "block", "text": shown, "raw": e.text, "block_index": e.block_index,
