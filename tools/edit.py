@@ -151,8 +151,9 @@ def plan_write(root: Path, path: str, content: str) -> Plan:
             raise EditError(f"the content cannot be written: {exc.reason} at position "
                             f"{exc.start} (a lone surrogate); nothing was written.") from None
     plan = Plan([FileWrite(rel, data, old, mode)])
+    lines = content.count("\n") + (not content.endswith("\n") and bool(content))
     plan.notes.append(f"{'overwrote' if old is not None else 'created'} {rel} "
-                      f"({len(data)} bytes, {content.count(chr(10)) + (not content.endswith(chr(10)) and bool(content))} lines)")
+                      f"({_count(len(data), 'byte')}, {_count(lines, 'line')})")
     return plan
 
 
@@ -182,3 +183,8 @@ def edit_file(root: Path, path: str, old: str, new: str, replace_all: bool = Fal
 def write_file(root: Path, path: str, content: str) -> ToolResult:
     """Create or overwrite a file with `content`."""
     return _run(root, plan_write, "write_file", path, content)
+
+
+def _count(n: int, word: str) -> str:
+    """"1 line", "2 lines", "0 bytes"."""
+    return f"{n} {word}{'' if n == 1 else 's'}"

@@ -16,12 +16,13 @@ from clover_cli.agent.backends.base import BackendError, Completion, ModelBacken
 from clover_cli.agent.backends.recoverable import RecoverableError
 from clover_cli.agent.changes import ChangeTracker
 from clover_cli.agent.config import AgentConfig
-from clover_cli.agent.context import compacted, elide_tool_outputs, truncate_output
+from clover_cli.agent.context import compacted, cut_until_fits, elide_tool_outputs, tail_start, truncate_output
 from clover_cli.agent.controls import AgentControls
 from clover_cli.agent.events import (AgentError, AgentEvent, Notice, ToolCallProposed, ToolFinished,
                                      TurnFinished, TurnStarted)
 from clover_cli.agent.instructions import system_prompt
 from clover_cli.agent.jsonsafe import JSONLimitError, loads as json_loads, scrub
+from clover_cli.agent.markup import describe_attempt
 from clover_cli.agent.parsing import FormatError, ParsedCall, parse_tool_calls
 from clover_cli.agent.prompt_files import observation, prompt_text
 from clover_cli.agent.session import SessionLog, find_session, load_messages, new_session_id
@@ -59,6 +60,7 @@ class Agent(AgentControls):
         if resumed:
             self._restore()
         else:
+            self._log.hold()  # written with the first turn: no file for a session where nothing was sent
             self._log.append({"type": "meta", "session_id": self.session_id, "root": str(self.root),
                               "model": backend.info, "approval": config.approval, **config.meta})
             self._log.append({"type": "message", "message": self._messages[0]})
@@ -133,6 +135,7 @@ class Agent(AgentControls):
         self._task = user_text
         self._add({"role": "user", "content": user_text})
         format_errors = tool_errors = recoveries = 0
+        malformed: list[str] = []  # what each malformed call in a row tried
         while True:
             if self._cancel.is_set():
                 yield from self._finish("cancelled", "", stats)
@@ -205,14 +208,20 @@ class Agent(AgentControls):
             if self._cancel.is_set():  # every call has its result message; nothing more runs
                 yield from self._finish("cancelled", "", stats)
                 return
+            if errors and not format_errors:  # a new run of malformed calls
+                malformed = []
             for err in errors:
                 self._add({"role": "user", "content": observation(
                     "format_error", message=err.message, snippet=err.snippet), "format_error": True})
                 self._log.append({"type": "format_error", "message": err.message, "snippet": err.snippet})
+                tried = describe_attempt(err)
+                malformed.append(tried)
+                yield Notice(f"Tool call not run: {tried}.")  # also ends the step's hidden call text
             format_errors = format_errors + 1 if errors else 0
             stats.format_errors += len(errors)
             if format_errors >= cfg.max_format_errors:
-                msg = observation("format_errors_user", count=format_errors)
+                msg = observation("format_errors_user", count=format_errors) + "".join(
+                    f"\n  {k}. {tried}" for k, tried in enumerate(malformed[-10:], 1))
                 yield AgentError(msg)
                 yield from self._finish("format_errors", msg, stats)
                 return
@@ -277,48 +286,56 @@ class Agent(AgentControls):
         return window - min(self.config.max_new_tokens, window // 4)
 
     def _fit_context(self) -> Iterator[AgentEvent]:
-        """Elides old tool outputs, then compacts, when the prompt nears the context window."""
+        """Makes the next request fit the context window (docs/agent.md, "Context window"): old
+        tool outputs are elided, then the older conversation is compacted, then the longest
+        messages (a tool output, an attachment, a long paste) are cut, each with a notice."""
         budget = self._budget()
         if self.backend.count_tokens(self._messages, self.tools) <= budget:
             return
         n = elide_tool_outputs(self._messages, self.config.keep_recent_tool_outputs)
         if n:
             self._log.append({"type": "reset", "messages": self._messages})
-            yield Notice(f"Elided {n} old tool output(s) to fit the context window.")
+            yield from self._notice(f"Elided {n} old tool output(s) to fit the context window.")
             if self.backend.count_tokens(self._messages, self.tools) <= budget:
                 return
-        yield from self._compact()
+        body = self._messages[1:]
+        if body[:tail_start(body)]:  # something older than the latest state to summarise
+            yield from self._compact()
         if self.backend.count_tokens(self._messages, self.tools) > budget:
             yield from self._squeeze(budget)
 
+    def _notice(self, message: str) -> Iterator[AgentEvent]:
+        """A notice that is also kept in the session file (what the transcript shows, it holds)."""
+        self._log.append({"type": "notice", "message": message})
+        yield Notice(message)
+
     def _squeeze(self, budget: int) -> Iterator[AgentEvent]:
-        """Last resort: elide every tool output but the latest, then cut the latest down."""
-        elide_tool_outputs(self._messages, keep_recent=1)
-        last = max((i for i, m in enumerate(self._messages) if m.get("role") == "tool"), default=None)
-        while last is not None and self.backend.count_tokens(self._messages, self.tools) > budget:
-            content = self._messages[last].get("content") or ""
-            if len(content) < 400:
-                break
-            self._messages[last] = {**self._messages[last], "content": truncate_output(content, len(content) // 2)}
+        """Last resort: elide every tool output but the latest, then cut the longest messages
+        until the request fits; one notice per message cut, naming it."""
+        if elide_tool_outputs(self._messages, keep_recent=1):
+            yield from self._notice("Elided the earlier tool outputs to fit the context window.")
+        count = lambda: self.backend.count_tokens(self._messages, self.tools)  # noqa: E731
+        cuts = cut_until_fits(self._messages, count, budget)
         self._log.append({"type": "reset", "messages": self._messages})
-        yield Notice("Cut tool outputs down to fit the context window.")
+        window = self.config.context_window or self.backend.context_window
+        for what, before, after in cuts:
+            yield from self._notice(observation("cut_notice", what=what, window=window, before=before, after=after))
 
     def compact(self) -> Iterator[AgentEvent]:
         """Has the model summarise the older conversation; keeps the system prompt, the task and
-        the latest state. Yields Notices (and an AgentError if the model fails). A front end's
+        the latest state. Yields Notices (and an AgentError, the conversation unchanged, if the
+        model call fails; inside a turn the older part is dropped instead). A front end's
         /compact: a step of its own, like a turn (one at a time; an earlier cancel is forgotten,
         a cancel during it leaves the conversation unchanged)."""
         if not self._lock.acquire(blocking=False):
             raise RuntimeError("a turn is already running")
         try:
             self._cancel.clear()
-            yield from self._compact()
+            yield from self._compact(on_demand=True)
         finally:
             self._lock.release()
 
-    def _compact(self) -> Iterator[AgentEvent]:
-        from clover_cli.agent.context import tail_start
-
+    def _compact(self, on_demand: bool = False) -> Iterator[AgentEvent]:
         body = self._messages[1:]
         head = body[:tail_start(body)]
         if not head:
@@ -329,23 +346,32 @@ class Agent(AgentControls):
         budget = self._budget()
         while len(request) > 3 and self.backend.count_tokens(request, []) > budget:
             request = [request[0]] + request[2:]  # the oldest part does not fit: drop it
-        summary = ""
+        older, ask = request[:-1], request[-1:]
+        cut_until_fits(older, lambda: self.backend.count_tokens(older + ask, []), budget)  # one huge attachment
+        request = older + ask
+        summary, failed = "", ""
         try:
             for item in self.backend.stream(request, [], max_new_tokens=min(1024, self.config.max_new_tokens),
                                             cancel=self._cancel):
                 if isinstance(item, Completion):
                     summary = parse_tool_calls(item.text).text
-        except Exception as e:  # the conversation stays as it was
-            yield AgentError(f"compaction failed: {e}")
-            return
+        except Exception as e:  # nothing summarised: the older part is dropped (below)
+            failed = str(e)
         if self._cancel.is_set():  # a cut-off summary must not replace the conversation
             yield Notice("Compaction cancelled; the conversation is unchanged.")
             return
+        if failed and on_demand:  # the user asked: nothing is lost, they may try again
+            yield AgentError(f"compaction failed: {failed}")
+            return
+        if failed:  # inside a turn the next request must fit
+            yield from self._notice(f"The model could not summarise the conversation ({failed}); "
+                                    "the earlier part was dropped.")
+            summary = ""
         before = len(self._messages)
         self._messages = compacted(self._messages, summary, self._task)
         self._log.append({"type": "compaction", "summary": summary})
         self._log.append({"type": "reset", "messages": self._messages})
-        yield Notice(f"Compacted {before} messages into {len(self._messages)}.")
+        yield from self._notice(f"Compacted {before} messages into {len(self._messages)}.")
 
 
 def _jsonable(value: Any) -> bool:

@@ -8,15 +8,47 @@ from __future__ import annotations
 from clover_cli.agent.prompt_files import observation
 
 
-def truncate_output(text: str, max_chars: int) -> str:
-    """Cuts a long tool output to its head and tail with a note in between."""
+def truncate_output(text: str, max_chars: int, key: str = "truncated") -> str:
+    """Cuts a long tool output to its head and tail with a note (observation `key`) in between."""
     if len(text) <= max_chars:
         return text
     head = max_chars * 2 // 3
     tail = max_chars - head
     omitted = len(text) - head - tail
-    note = observation("truncated", omitted=omitted, head=head, tail=tail)
+    note = observation(key, omitted=omitted, head=head, tail=tail)
     return f"{text[:head]}\n{note}\n{text[-tail:]}"
+
+
+def what_is(messages: list[dict], i: int) -> str:
+    """How a cut notice names message `i`: "your message", "an earlier message", "the read_file
+    output", "an earlier answer"."""
+    role = messages[i].get("role")
+    if role == "tool":
+        return f"the {messages[i].get('name', 'tool')} output"
+    if role == "assistant":
+        return "an earlier answer"
+    last_user = max((k for k, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    return "your message" if i == last_user else "an earlier message"
+
+
+def cut_to_fit(messages: list[dict], over: int, tokens: int, protect: int = 1) -> tuple[int, int, int] | None:
+    """Shortens the longest message after the first `protect` ones (head and tail kept, a note in
+    the middle) by about `over` tokens of the `tokens` the conversation takes; returns (index,
+    characters before, after), or None when no message is long enough to cut (docs/agent.md,
+    "Context window")."""
+    sizes = [(len(str(m.get("content") or "")), k) for k, m in enumerate(messages) if k >= protect]
+    if not sizes:
+        return None
+    size, i = max(sizes)
+    if size < 400:
+        return None
+    chars = sum(len(str(m.get("content") or "")) for m in messages) or 1
+    per_token = max(1.0, chars / max(1, tokens))
+    target = int(size - over * per_token * 1.2) - 200  # the note itself takes ~200 characters
+    target = max(200, min(target, size * 9 // 10))
+    content = str(messages[i].get("content") or "")
+    messages[i] = {**messages[i], "content": truncate_output(content, target, "cut_to_fit"), "cut": True}
+    return i, size, len(messages[i]["content"])
 
 
 def elide_tool_outputs(messages: list[dict], keep_recent: int, min_chars: int = 200) -> int:
@@ -41,16 +73,35 @@ def tail_start(messages: list[dict]) -> int:
     return last_asst if last_asst > last_user else last_user
 
 
+def cut_until_fits(messages: list[dict], count, budget: int) -> list[tuple[str, int, int]]:
+    """Cuts the longest messages (never the first) until `count()` tokens are within `budget` or
+    nothing is long enough to cut; returns (what was cut, characters before, after), one per
+    message, for the notices."""
+    cuts: dict[int, tuple[str, int, int]] = {}
+    for _ in range(64):
+        tokens = count()
+        if tokens <= budget:
+            break
+        labels = [what_is(messages, i) for i in range(len(messages))]
+        cut = cut_to_fit(messages, tokens - budget, tokens)
+        if cut is None:
+            break
+        i, before, after = cut
+        cuts[i] = (labels[i], cuts.get(i, ("", before, 0))[1], after)
+    return list(cuts.values())
+
+
 def compacted(messages: list[dict], summary: str, task: str) -> list[dict]:
     """The conversation after compaction: system prompt, summary (+ the task verbatim), latest state."""
     system = [m for m in messages[:1] if m.get("role") == "system"]
     body = messages[len(system):]
     tail = body[tail_start(body):]
-    text = observation("compaction_summary", summary=summary.strip() or "(no summary)")
+    text = observation("compaction_summary", summary=summary.strip()) if summary.strip() else \
+        observation("compaction_dropped")
     if task and not any(m.get("role") == "user" and m.get("content") == task for m in tail):
         text += "\n\n" + observation("compaction_task", task=task)
-    summary_msg = {"role": "user", "content": text, "compaction": True}
-    if tail and tail[0].get("role") == "user":
-        tail = [{**tail[0], "content": text + "\n\n" + (tail[0].get("content") or "")}] + tail[1:]
+    summary_msg = {"role": "user", "content": text, "compaction": True, "summary": text}
+    if tail and tail[0].get("role") == "user":  # one user message (templates want turns to alternate)
+        tail = [{**tail[0], "content": text + "\n\n" + (tail[0].get("content") or ""), "summary": text}] + tail[1:]
         return system + tail
     return system + [summary_msg] + tail

@@ -110,7 +110,11 @@ class AgentControls:
         """Another saved session (an id or "last") on this agent's loaded model, with the same
         settings. Raises SessionError when there is no such session."""
         config = dataclasses.replace(self.config, session_id=None, meta=dict(self.config.meta))
-        agent = type(self).resume(self.backend, config, session_id)
+        if session_id == self.session_id and not self._log.written:  # this session, nothing sent yet
+            config.session_id = session_id
+            agent = type(self)(self.backend, config)
+        else:
+            agent = type(self).resume(self.backend, config, session_id)
         self._reset_backend_cache()  # another conversation on the same model
         return agent
 

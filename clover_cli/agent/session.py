@@ -105,6 +105,7 @@ class SessionLog:
         self.failed: str | None = None  # why writing stopped, once it has
         self._warn = warn or (lambda line: print(line, file=sys.stderr, flush=True))
         self._checked_tail = False
+        self._held: list[dict[str, Any]] | None = None  # records kept back until the first turn
         if enabled:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -112,11 +113,29 @@ class SessionLog:
                 problem = state_folder_problem(self.path.parent) or exc.strerror or str(exc)
                 raise SessionError(f"cannot keep sessions in {self.path.parent}: {problem}") from None
 
+    def hold(self) -> None:
+        """Keep records back until the first `turn_start`: a session in which nothing was sent
+        leaves no file (docs/agent.md, "Sessions")."""
+        if self._held is None:
+            self._held = []
+
+    @property
+    def written(self) -> bool:
+        """False while records are held back (nothing sent yet)."""
+        return self._held is None
+
     def append(self, record: dict[str, Any]) -> None:
         """Write one record as one line. A failed write (a full disk, the file replaced by a
         folder or FIFO) leaves the file as it was, warns once and stops the log; never raises."""
         if not self.enabled or self.failed is not None:
             return
+        if self._held is not None:
+            if record.get("type") != "turn_start":
+                self._held.append({"t": round(time.time(), 3), **record})
+                return
+            held, self._held = self._held, None
+            for earlier in held:
+                self.append(earlier)
         full = {"t": round(time.time(), 3), **record}
         try:
             line = json.dumps(full, ensure_ascii=False, default=str)

@@ -101,6 +101,16 @@ def _print_human(result) -> None:
     click.echo("\n".join(tail))
     if result.unproven:
         click.echo(f"Not counted as passing: {result.unproven}.")
+    if not result.passed:  # why each attempt ended, and where the test stands now
+        for turn in result.turns:
+            why = turn.get("reason", "?").replace("_", " ")
+            click.echo(f"Attempt {turn.get('attempt')}: the turn ended ({why}) after "
+                       f"{turn.get('tool_calls', 0)} tool call(s).")
+            for error in turn.get("errors") or []:
+                for ln in clean_text(error).splitlines():
+                    click.echo(f"  {ln}")
+        last = tail[-1] if tail else "(no output)"
+        click.echo(f"The test still fails: {last}")
     verdict = "PASSED" if result.passed else "FAILED"
     click.echo(f"{verdict} after {result.attempts} attempt(s): {command}")
     if result.passed and result.changed_files:

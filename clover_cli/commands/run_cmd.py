@@ -166,13 +166,13 @@ def _say(message: str) -> None:
 def _print_events(agent, events, as_json: bool) -> str:
     """Prints the turn's events (approvals already answered); returns the TurnFinished reason."""
     from clover_cli.agent import events as ev
-    from clover_cli.agent.backends.base import ThinkSplitter
+    from clover_cli.agent.markup import UNFINISHED_NOTICE, CallTextFilter
 
     out = sys.stdout
     at_line_start = True
     reason = "error"
     call_args: dict[str, str] = {}
-    markup = ThinkSplitter(open_tag="<tool_call>", close_tag="</tool_call>")
+    markup = CallTextFilter()  # the one rule for hidden call text (docs/agent.md, "Visible text")
     last_block = 0
     model_text = StreamCleaner()  # model text arrives in blocks; an escape may straddle two
 
@@ -194,6 +194,14 @@ def _print_events(agent, events, as_json: bool) -> str:
         text(s + "\n")
 
     for e in events:
+        if not isinstance(e, (ev.BlockText, ev.DenoiseProgress, ev.ToolCallProposed)):
+            released = markup.end(called=False)  # the step ended without a call: its text is shown
+            if released.strip() and as_json:
+                emit({"type": "block", "text": released, "raw": "", "block_index": last_block,
+                      "thinking": False, "unfinished_call": True})
+            elif released.strip():
+                text(model_text.feed(released))
+                click.echo(f"note: {UNFINISHED_NOTICE}", err=True)
         if isinstance(e, ev.ApprovalRequested):
             answer = e.future.result()  # answered by the driver (_refuse) before it got here
             feedback = answer.feedback
@@ -204,15 +212,20 @@ def _print_events(agent, events, as_json: bool) -> str:
                 summary = clean_text(e.summary).strip().splitlines()
                 line(f"! {clean_line(e.name)} needs approval; refused (non-interactive run): {summary[0] if summary else ''}")
         elif isinstance(e, ev.BlockText):
-            if as_json:
-                emit({"type": "block", "text": e.text, "block_index": e.block_index, "thinking": e.thinking})
-            elif not e.thinking:  # tool-call markup is shown as the one-line summary instead
-                if e.block_index < last_block:  # a new model call: forget a call left open
-                    markup = ThinkSplitter(open_tag="<tool_call>", close_tag="</tool_call>")
-                last_block = e.block_index
-                text(model_text.feed("".join(piece for piece, inside in markup.feed(e.text) if not inside)))
+            if e.thinking:
+                if as_json:
+                    emit({"type": "block", "text": e.text, "raw": e.text, "block_index": e.block_index,
+                          "thinking": True})
+                continue
+            last_block = e.block_index  # every step ends with an event that flushes `markup` (above)
+            shown = markup.feed(e.text)
+            if as_json:  # consumers get the visible text; the model's own text is under "raw"
+                emit({"type": "block", "text": shown, "raw": e.text, "block_index": e.block_index,
+                      "thinking": False})
+            else:  # tool-call markup is shown as the one-line summary instead
+                text(model_text.feed(shown))
         elif isinstance(e, ev.ToolCallProposed):
-            markup = ThinkSplitter(open_tag="<tool_call>", close_tag="</tool_call>")  # a fresh model step
+            markup.end(called=True)
             call_args[e.call_id] = _short(clean_line(json.dumps(dict(e.arguments), ensure_ascii=False, default=str)))
             if as_json:
                 emit({"type": "tool_call", "call_id": e.call_id, "name": e.name, "arguments": dict(e.arguments)})

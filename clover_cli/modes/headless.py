@@ -59,9 +59,12 @@ def drive_turn(agent, text: str, *, log: TextIO | None = None,
             if not ev.ok:
                 record.tool_failures += 1
             say(f"  {'ok' if ev.ok else 'FAILED'} {ev.name}: {_one_line(ev.output, 120)}")
-        elif isinstance(ev, AgentError):
+        elif isinstance(ev, AgentError):  # each line of a multi-line error (the attempts it lists)
             record.errors.append(ev.message)
-            say(f"  error: {_one_line(ev.message)}")
+            head, *rest = ev.message.splitlines() or [""]
+            say(f"  error: {_one_line(head)}")
+            for line in rest:
+                say(f"    {_one_line(line)}")
         elif isinstance(ev, Notice):
             say(f"  note: {_one_line(ev.message)}")
         elif isinstance(ev, TurnFinished):

@@ -18,6 +18,12 @@ from clover_cli.agent.events import AgentEvent
 from clover_cli.agent.interface import AgentSession
 
 
+def measured_model(spec: str) -> bool:
+    """True for a model the in-process engine runs (it measures block size, TPF and speed); a
+    replay or remote model's figures are not measured and are not shown (docs/tui.md)."""
+    return not str(spec).startswith(("replay:", "openai:"))
+
+
 @dataclass(frozen=True)
 class SessionOptions:
     """What the TUI opens: model spec, repository root, approval mode, threshold, session."""

@@ -2,7 +2,9 @@
 
 Tool calls get their own panel (from ToolCallProposed), so `<tool_call>...</tool_call>` sections
 and stray `<think>` tags are dropped from the Markdown. Tags may be split across deltas, so a
-possible partial tag at the end of a delta is held back until the next one.
+possible partial tag at the end of a delta is held back until the next one. Hidden call text is
+kept until the model step ends: without a proposed call, `flush(called=False)` gives it back to
+be shown (the rule of clover_cli/agent/markup.py, docs/agent.md "Visible text").
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ class MarkupFilter:
     def __init__(self) -> None:
         self._pending = ""
         self._closing: str | None = None  # the close tag we are waiting for while hiding
+        self._hidden: list[str] = []  # the hidden markup of this model step, as written
 
     def feed(self, delta: str) -> str:
         """Return the visible part of `delta` that is safe to show now."""
@@ -36,7 +39,9 @@ class MarkupFilter:
                 end = text.find(self._closing)
                 if end < 0:
                     self._pending = _partial_suffix(text, (self._closing,))
+                    self._hidden.append(text[:len(text) - len(self._pending)])
                     return "".join(out)
+                self._hidden.append(text[:end + len(self._closing)])
                 text = text[end + len(self._closing):]
                 self._closing = None
                 continue
@@ -47,16 +52,21 @@ class MarkupFilter:
                 self._pending = keep
                 break
             out.append(text[:idx])
+            if close is not None:
+                self._hidden.append(tag)
             text = text[idx + len(tag):]
             self._closing = close
         return "".join(out)
 
-    def flush(self) -> str:
-        """End of message: return what was held back (unless inside hidden markup)."""
+    def flush(self, called: bool = True) -> str:
+        """End of message: return what was held back; with `called=False` (the model step ended
+        without a proposed call) also the hidden call markup, as written."""
+        hidden = "".join(self._hidden) + (self._pending if self._closing is not None else "")
         rest = "" if self._closing is not None else self._pending
         self._pending = ""
         self._closing = None
-        return rest
+        self._hidden = []
+        return rest if called or not hidden.strip() else hidden + rest
 
 
 def _first_tag(text: str) -> tuple[int, str, str | None]:

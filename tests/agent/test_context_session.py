@@ -130,10 +130,10 @@ def test_last_resort_cuts_a_huge_latest_output(tmp_path):
     agent.config.context_window = base + 600  # one read is ~2500 tokens: more than the whole budget
     events = drive(agent, TASK)
     assert events[-1].reason == "done" and events[-1].final_text == "finished"
-    assert any("Cut tool outputs" in n.message for n in of(events, Notice))
+    assert any(n.message.startswith("Cut the read_file output to fit") for n in of(events, Notice))
     assert agent.backend.count_tokens(agent.backend.prompts[-1], agent.tools) <= agent.config.context_window
     tool = [m for m in agent.messages if m["role"] == "tool"][-1]
-    assert "line 0 " in tool["content"] and "line 149 " in tool["content"] and "omitted" in tool["content"]
+    assert "line 0 " in tool["content"] and "line 149 " in tool["content"] and "cut to fit the context window" in tool["content"]
 
 
 def test_a_shipped_session_is_never_resumed(tmp_path):

@@ -99,7 +99,7 @@ def test_a_failure_outside_any_tool_still_ends_the_turn(tmp_path):
     an error the front end shows and its TurnFinished."""
     repo = make_repo(tmp_path / "repo", git=False)
     agent = new_agent(repo, ["done"])
-    agent.session_path.unlink()
+    agent.session_path.unlink(missing_ok=True)  # not written before the first turn
     agent.session_path.mkdir()
     events = drive(agent, "go")
     assert isinstance(events[-1], TurnFinished)

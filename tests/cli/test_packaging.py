@@ -51,3 +51,26 @@ def test_tracked_data_files_are_package_data():
 def test_bundled_model_is_covered():
     bundled = ROOT / "engine" / "bundled" / "tiny"
     assert (bundled / "config.json").exists() and any(bundled.glob("*.safetensors"))
+
+
+def test_license_is_an_spdx_string():
+    """A TOML table here made every install print setuptools deprecation warnings."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "Apache-2.0"
+
+
+def test_build_py_warns_nothing_and_ships_the_bundled_model(tmp_path):
+    """`setup.py build_py` is the step of `pip install .` that lays out the packages (offline, with
+    this environment's setuptools); it warned that clover_cli.engine.bundled.tiny is absent from
+    `packages`."""
+    import sys
+
+    out = tmp_path / "lib"
+    p = subprocess.run([sys.executable, "-W", "always", "setup.py", "-q", "build_py", "--build-lib", str(out)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    text = p.stdout + p.stderr
+    assert "absent from" not in text and "deprecated" not in text.lower(), text
+    tiny = out / "clover_cli" / "engine" / "bundled" / "tiny"
+    assert {"config.json", "model.safetensors", "tokenizer.json", "chat_template.jinja"} <= \
+        {f.name for f in tiny.iterdir()}

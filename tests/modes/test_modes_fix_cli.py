@@ -137,3 +137,22 @@ def test_outside_git_with_a_k_expression_and_the_group_root_option(calc_repo, tm
     assert "+    return a + b" in result["diff"] and result["changed_files"] == ["calc.py"]
     assert result["protected"] == ["conftest.py", "tests/test_add.py", "tests/test_mul.py", "pytest.ini",
                                    ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg"]
+
+
+def test_a_failure_says_what_each_malformed_call_tried_and_where_the_test_stands(calc_repo, tmp_path):
+    repo, _ = calc_repo
+    replay = write_replay(tmp_path / "bad.json", [
+        '<tool_call>{"name": "edit_file", "arguments": {"path": "calc.py" "old": 1}}</tool_call>',
+        '<tool_call>{"name": "read_file" "x"}</tool_call>',
+        "<tool_call>[1, 2]</tool_call>"])
+    proc = clover_in_process("fix", TEST, "--model", f"replay:{replay}", "--root", str(repo), "--attempts", "1")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "Attempt 1: the turn ended (format errors) after 0 tool call(s)." in out
+    assert "the model wrote 3 malformed tool calls in a row" in out
+    lines = [ln.strip() for ln in out.splitlines()]
+    tried = [ln for ln in lines if ln[:3] in ("1. ", "2. ", "3. ")]
+    assert [t.split(":")[0] for t in tried] == ["1. edit_file", "2. read_file", "3. a call naming no tool"], out
+    assert all("(wrote: " in t for t in tried)
+    assert "The test still fails: " in out and "FAILED after 1 attempt(s)" in out
+    assert proc.stderr.count("note: Tool call not run: ") == 3

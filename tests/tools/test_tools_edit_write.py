@@ -98,3 +98,13 @@ def test_lone_surrogates_are_replaced_never_a_crash(plain_dir):
     res = _run("write_file", {"path": "\ud800.txt", "content": "x"}, plain_dir)
     assert res.details.get("error") != "internal"
     assert all("\ud800" not in p.name for p in plain_dir.iterdir())
+
+
+def test_write_note_counts_in_singular_and_plural(tmp_path):
+    from clover_cli.tools.edit import write_file
+    one = write_file(tmp_path, "one.txt", "hello\n")
+    assert one.ok and "(6 bytes, 1 line)" in one.output, one.output
+    two = write_file(tmp_path, "two.txt", "a\nb\n")
+    assert "(4 bytes, 2 lines)" in two.output, two.output
+    single = write_file(tmp_path, "x.txt", "x")
+    assert "(1 byte, 1 line)" in single.output, single.output

@@ -5,7 +5,8 @@ loop as the TUI and `clover run` (docs/acp.md).
 - `initialize` / `session/new` (one Agent per session, rooted at the client's `cwd`);
 - `session/prompt`: the turn runs in a worker thread; each committed block of text is an
   `agent_message_chunk` (thinking: `agent_thought_chunk`; tool-call markup is left out, the call
-  is shown as a tool call instead), each tool call a `tool_call` (pending) then a
+  is shown as a tool call instead; a step that ends without a call shows its call text with a
+  notice, clover_cli/agent/markup.py), each tool call a `tool_call` (pending) then a
   `tool_call_update` (completed / failed, with the output the model saw);
 - an approval the agent needs is a `session/request_permission` (allow once / always / reject);
 - `session/cancel` cancels the turn (it ends with stop reason `cancelled`).
@@ -86,23 +87,29 @@ class CloverAcpAgent:
         from acp import (start_tool_call, text_block, tool_content, update_agent_message_text,
                          update_agent_thought_text, update_tool_call)
         from clover_cli.agent import events as ev
-        from clover_cli.agent.backends.base import ThinkSplitter
+        from clover_cli.agent.markup import UNFINISHED_NOTICE, CallTextFilter
 
         def send(update: Any) -> None:
             asyncio.run_coroutine_threadsafe(self.conn.session_update(session_id, update), loop).result()
 
-        markup = ThinkSplitter(open_tag="<tool_call>", close_tag="</tool_call>")
+        markup = CallTextFilter()
         reason = "error"
         for e in agent.run_turn(text):
+            if not isinstance(e, (ev.BlockText, ev.DenoiseProgress, ev.ToolCallProposed)):
+                released = markup.end(called=False)  # the step ended without a call: show its text
+                if released.strip():
+                    send(update_agent_message_text(released))
+                    if "<tool_call>" in released:
+                        send(update_agent_thought_text(f"[{UNFINISHED_NOTICE}]\n"))
             if isinstance(e, ev.BlockText):
                 if e.thinking:
                     send(update_agent_thought_text(e.text))
                     continue
-                shown = "".join(piece for piece, inside in markup.feed(e.text) if not inside)
+                shown = markup.feed(e.text)
                 if shown:
                     send(update_agent_message_text(shown))
             elif isinstance(e, ev.ToolCallProposed):
-                markup = ThinkSplitter(open_tag="<tool_call>", close_tag="</tool_call>")
+                markup.end(called=True)
                 send(start_tool_call(e.call_id, _title(e.name, e.arguments), kind=KINDS.get(e.name, "other"),
                                      status="pending", raw_input=dict(e.arguments)))
             elif isinstance(e, ev.ApprovalRequested):

@@ -18,7 +18,7 @@ from clover_cli.agent.driver import TurnDriver
 from clover_cli.agent.history import PromptHistory
 from clover_cli.agent.interface import AgentSession
 from clover_cli.tui import slash
-from clover_cli.tui.bridge import AgentEventMessage, SessionOptions, TaskDone, error_text
+from clover_cli.tui.bridge import AgentEventMessage, SessionOptions, TaskDone, error_text, measured_model
 from clover_cli.tui.screens.approval import ApprovalDialog
 from clover_cli.tui.screens.commands import SlashCommands
 from clover_cli.tui.screens.focus import FocusKeeper
@@ -244,9 +244,10 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
         t.end_message()
         stats = dict(e.stats or {})
         changes: dict[str, Any] = {}
-        if stats.get("tpf") is not None:
+        measured = measured_model(self.options.model)  # replay / remote: no TPF or speed to show
+        if measured and stats.get("tpf") is not None:
             changes["tpf"] = float(stats["tpf"])
-        if stats.get("tokens_per_second") is not None:
+        if measured and stats.get("tokens_per_second") is not None:
             changes["tokens_per_second"] = float(stats["tokens_per_second"])
         for key in ("context_tokens", "context_used"):
             if stats.get(key) is not None:
@@ -330,8 +331,8 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
     def show_summary(self) -> None:
         """After a compaction: the summary the model wrote, as its own folded "summary" entry."""
         for m in self.agent.messages if self.agent is not None else []:
-            if m.get("role") == "user" and is_summary(m):
-                self.transcript.add_summary(m.get("content") or "")
+            if m.get("role") == "user" and is_summary(m):  # the text the session file holds
+                self.transcript.add_summary(m.get("summary") or m.get("content") or "")
                 return
 
     def stop_agent(self) -> None:

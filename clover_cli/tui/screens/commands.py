@@ -69,7 +69,8 @@ class SlashCommands:
                 t.add_notice("No changes by the agent in this session.")
         elif msg.kind == "clear":
             t.clear()
-            self.status.set(context_used=0, cached=None, first_block=None)  # the engine's cache is dropped too
+            # the system prompt is what is left; the engine's cache is dropped too
+            self.status.set(context_used=self.agent.context_tokens(), cached=None, first_block=None)
             t.add_notice("Conversation cleared.")
 
     # ----- commands
@@ -108,7 +109,8 @@ class SlashCommands:
             return
         self.options_before_switch = self.options
         self.options = _replace(self.options, model=arg)
-        resume = self.agent.session_id if self.agent is not None else None
+        written = self.agent is not None and self.agent.session_path.is_file()
+        resume = self.agent.session_id if written else None  # nothing sent yet: a new session
         self.query_one("#loading-label").update(f"Loading {arg}…")
         self.load(resume)
 

@@ -12,7 +12,7 @@ from textual.widgets import Label
 
 from clover_cli.agent.attachments import strip_attachments
 from clover_cli.agent.interface import AgentSession
-from clover_cli.tui.bridge import AgentFailed, AgentReady, error_text, open_agent
+from clover_cli.tui.bridge import AgentFailed, AgentReady, error_text, measured_model, open_agent
 from clover_cli.tui.widgets.messages import is_summary, plural
 from clover_cli.tui.widgets.status_bar import short_model_name
 
@@ -53,18 +53,23 @@ class ModelLoading:
         if self.agent is not None and self.agent is not msg.agent:
             self.agent.close(successor=msg.agent)  # the model stays loaded when both share it
         first = self.agent is None
+        switched = not first and self.options_before_switch is not None  # /model SPEC
         self.agent = msg.agent
         self.options_before_switch = None
         info = msg.info
         self.query_one("#loading").display = False
-        in_process = not str(self.options.model).startswith(("replay:", "openai:"))
+        in_process = measured_model(self.options.model)
         self.status.set(model=info.get("name", self.options.model), loading=False,
                         block_size=info.get("block_size") if in_process else None, threshold=info.get("threshold"),
                         context_window=info.get("context_window"), branch=msg.branch,
                         context_used=info.get("context_used"), cached=None, first_block=None,
+                        tpf=None, tokens_per_second=None,  # the previous model's figures are not this one's
                         approval=msg.agent.approval, mode=info.get("mode") or "")
         self.set_busy("")
-        if msg.resumed:
+        if switched:  # the transcript already shows the conversation
+            self.transcript.add_notice(f"Switched to {short_model_name(info.get('name') or self.options.model)}; "
+                                       "the conversation goes on.")
+        elif msg.resumed:
             self.show_history(msg.agent.messages)
             self.transcript.add_notice(f"Resumed session {msg.agent.session_id}")
         elif first and self.options.resume:
@@ -108,12 +113,15 @@ class ModelLoading:
         for m in messages:
             role, content = m.get("role"), m.get("content") or ""
             if role == "user" and is_summary(m):
-                t.add_summary(content)
+                t.add_summary(m.get("summary") or content)
+                typed = content[len(m["summary"]):].strip() if m.get("summary") else ""
+                if typed:  # the summary was put in front of the user's next message
+                    t.add_user(strip_attachments(typed))
             elif role == "user":
                 t.add_user(strip_attachments(content))
             elif role == "assistant" and content.strip():
                 t.stream(content)
-                t.end_message()
+                t.end_message(called=bool(m.get("tool_calls")))  # a call that ran shows as its result
             elif role == "tool":
                 n = len(content.splitlines())
                 t.add_notice(f"tool result ({m.get('name', 'tool')}, {n} {plural(n, 'line')})")

@@ -75,7 +75,7 @@ def _summary_head() -> str:
 def is_summary(message: dict) -> bool:
     """True for the user-role message a compaction wrote (not something the user typed)."""
     content = message.get("content")
-    return bool(message.get("compaction")) or (
+    return bool(message.get("compaction") or message.get("summary")) or (
         isinstance(content, str) and content.startswith(_summary_head()))
 
 

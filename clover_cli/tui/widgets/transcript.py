@@ -7,6 +7,7 @@ from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
 
+from clover_cli.agent.markup import OPEN as OPEN_CALL, UNFINISHED_NOTICE
 from clover_cli.tui.textfilter import MarkupFilter, visible_controls
 from clover_cli.tui.widgets.messages import (AssistantMessage, NoticeLine, SummaryEntry,
                                              ThinkingBlock, UserMessage)
@@ -87,10 +88,20 @@ class Transcript(VerticalScroll):
         if self._retiring:
             self._retiring = [w for w in self._retiring if not w.flush() and w.dirty]
 
-    def end_message(self) -> None:
-        """Close the streaming message (a tool call or the turn's end follows)."""
-        rest = self._filter.flush()
-        if rest and self._answer is not None:
+    def end_message(self, called: bool = False) -> None:
+        """Close the streaming message (a tool call, `called`, or the step's end follows). Call
+        markup hidden while streaming is shown, with a notice, when no call was proposed."""
+        rest = self._filter.flush(called)
+        if rest.strip() and OPEN_CALL in rest:
+            if self._answer is None:
+                self._answer = self._add(AssistantMessage())
+            head, _, call = rest.partition(OPEN_CALL)
+            fence = "````" if "```" in call else "```"
+            self._answer.push(f"{head}\n\n{fence}\n{OPEN_CALL}{call.strip(chr(10))}\n{fence}\n")
+            self._retire(self._answer)
+            self._answer = None
+            self._add(NoticeLine(UNFINISHED_NOTICE, "warning"))
+        elif rest and self._answer is not None:
             self._answer.push(rest)
         if self._answer is not None:
             self._retire(self._answer)
@@ -110,7 +121,7 @@ class Transcript(VerticalScroll):
 
     def add_tool(self, call_id: str, name: str, arguments: Mapping[str, Any]) -> ToolPanel:
         """Append a tool panel (closing the current answer first)."""
-        self.end_message()
+        self.end_message(called=True)
         panel = ToolPanel(call_id, name, arguments)
         self.panels[call_id] = panel
         return self._add(panel)
