@@ -113,3 +113,22 @@ def detect_family(config: dict[str, Any], *, block_size: int | None = None) -> F
         return Family("ar", False, model_type)
     raise FamilyError(f"unknown architecture {model_type!r} (supported: block-diffusion Qwen3/SDAR, "
                       "Fast-dLLM v2, DiffusionGemma, Qwen3.5/Qwen3-Next hybrids, AR Llama/Qwen2/Qwen3 and similar)")
+
+
+FAMILY_LABELS = {
+    "clover": "Clover block diffusion", "sdar": "SDAR block diffusion",
+    "fast_dllm_v2": "Fast-dLLM v2 block diffusion", "llada2": "LLaDA2 block diffusion (MoE)",
+    "hybrid": "Gated DeltaNet hybrid block diffusion", "diffusion_gemma": "DiffusionGemma canvas diffusion",
+    "dream": "Dream full-attention diffusion", "llada": "LLaDA 1.x full-attention diffusion",
+    "ar": "autoregressive",
+}
+
+
+def describe(family: Family) -> str:
+    """One line naming the detected family for the user, e.g. `SDAR block diffusion (sdar, block 4)`."""
+    label = FAMILY_LABELS.get(family.name, family.name)
+    if family.name == "ar":
+        kind = "Gated DeltaNet hybrid, " if family.recurrent else ""
+        return f"{label} ({kind}{family.hf_model_type})"
+    unit = "canvas" if family.name == "diffusion_gemma" else "block"
+    return f"{label} ({family.hf_model_type}, {unit} {family.block_size})"

@@ -131,12 +131,17 @@ def generate(ctx, model_spec, prompt, prompt_file, raw, max_new_tokens, block_si
                            sub_block_size=sub_block, eos_confine=eos_confine, editing=editing,
                            editing_threshold=editing_threshold, max_post_steps=max_post_steps,
                            diffusion_mode=diffusion_mode, diffusion_steps=diffusion_steps)
+    from clover_cli.engine.families import describe
+
     result = None
     try:
         events = Engine(lm).stream(prompt_ids, cfg)
     except ValueError as exc:  # settings this model's decode does not take (editing, a mode)
         click.echo(f"clover: error: {exc}", err=True)
         sys.exit(2)
+    family = describe(lm.family)
+    if not as_json:  # which family the checkpoint was detected as (docs/engine.md, "Families")
+        click.echo(f"clover: {lm.name}: {family}", err=True)
     try:
         for event in events:
             if isinstance(event, BlockCommitted) and not as_json:
@@ -156,7 +161,8 @@ def generate(ctx, model_spec, prompt, prompt_file, raw, max_new_tokens, block_si
             "seconds": round(stats.total_seconds, 4),
             "tokens_per_second": round(stats.tokens_per_second, 2),
             "finish_reason": result.finish_reason, "steps_per_block": list(stats.steps_per_block),
-            "model": lm.name, "block_size": block_size or lm.block_size,
+            "model": lm.name, "family": lm.family.name, "family_label": family,
+            "block_size": block_size or lm.block_size,
             "threshold": None if own else threshold, "sampler": own or "threshold",
             "token_healing": cfg.token_healing,
             **({"diffusion_mode": mode} if (mode := _mode(lm, diffusion_mode)) else {}),

@@ -102,6 +102,34 @@ def test_generate_chat_template_and_streaming(tiny_dirs, tmp_path):
     assert text.returncode == 0 and "TPF" in text.stderr
 
 
+def test_generate_names_the_family_it_detected(tiny_dirs):
+    """docs/engine.md, "Families": a stderr line in text mode, `family` keys in --json."""
+    text = _run("generate", "--model", str(tiny_dirs["clover"]), "--raw", "--prompt", "x",
+                "--max-new-tokens", "2")
+    assert text.returncode == 0, text.stderr
+    assert f"clover: {tiny_dirs['clover'].name}: Clover block diffusion (qwen3, block " in text.stderr
+    ar = _run("generate", "--model", str(tiny_dirs["ar"]), "--raw", "--json", "--prompt", "x",
+              "--max-new-tokens", "2")
+    obj = json.loads(ar.stdout)
+    assert (obj["family"], obj["family_label"]) == ("ar", "autoregressive (qwen3)")
+    assert "clover:" not in ar.stderr  # --json keeps stderr for errors
+
+
+def test_every_family_has_a_label():
+    from clover_cli.engine.families import FAMILY_LABELS, Family, describe
+
+    assert describe(Family("sdar", True, "qwen3", 5, 4)) == "SDAR block diffusion (qwen3, block 4)"
+    assert describe(Family("diffusion_gemma", True, "diffusion_gemma", None, 256)) == \
+        "DiffusionGemma canvas diffusion (diffusion_gemma, canvas 256)"
+    assert describe(Family("ar", False, "qwen3_5_moe", recurrent=True)) == \
+        "autoregressive (Gated DeltaNet hybrid, qwen3_5_moe)"
+    import inspect
+
+    from clover_cli.engine import families
+    named = set(__import__("re").findall(r'Family\(\s*"(\w+)"', inspect.getsource(families)))
+    assert named and named <= set(FAMILY_LABELS)  # every family detect_family returns has a label
+
+
 @pytest.mark.parametrize("args, words", [
     (["--model", "/no/such/dir", "--prompt", "x"], "unknown model spec"),
     (["--model", "hf:nobody/none", "--prompt", "x"], "not in the local Hugging Face cache"),

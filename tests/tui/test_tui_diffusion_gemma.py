@@ -37,6 +37,9 @@ async def test_engine_turn_on_diffusion_gemma_streams_canvases_live(repo, gemma_
         await wait_ready(pilot)
         chat = app.chat
         assert chat.agent is not None
+        # the status line names the canvas and the sampler; no threshold (it takes none)
+        status = chat.status.info.text()
+        assert "canvas 16 · entropy-bound" in status and "thr" not in status, status
         await pilot.press("ctrl+t")  # the denoise view
         shown = []  # every agent event the chat screen handled, in order (then handled as usual)
         handle = chat.handle_event

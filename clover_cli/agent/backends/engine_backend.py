@@ -64,10 +64,21 @@ class EngineBackend(ModelBackend):
 
     @property
     def info(self) -> dict[str, Any]:
-        """The base info, plus `mode` for full-attention diffusion models (status line)."""
+        """The base info, plus `mode` where the family decodes in a mode of its own (status line):
+        full-attention diffusion's cache mode; DiffusionGemma's canvas and sampler, which take no
+        threshold; LLaDA2.1's token editing."""
         info = dict(super().info)
+        family = self.lm.family.name
         if self.mode_label:
             info["mode"] = self.mode_label
+        elif family == "diffusion_gemma":
+            info.update(mode=f"canvas {self.block_size} · entropy-bound", threshold=None,
+                        block_size=None)
+        elif family == "llada2":
+            from clover_cli.engine.edit_decode import is_llada21
+
+            if is_llada21(self.lm):
+                info["mode"] = "token editing"
         return info
 
     def prompt_ids(self, messages: list[dict], tools: list[dict]) -> list[int]:

@@ -82,6 +82,18 @@ def build(directory: Path, *, seed: int = 0, canvas: int = CANVAS, vocab: int = 
 
     directory.mkdir(parents=True, exist_ok=True)
     raw = config_dict(canvas, vocab)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the same weights whatever an earlier test set (the eos_boost
+    try:                      # forward below sums in a thread-count-dependent order)
+        return _build(directory, raw, seed, canvas, vocab, eos_boost)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _build(directory: Path, raw: dict, seed: int, canvas: int, vocab: int, eos_boost: float) -> Path:
+    import torch
+    from transformers import AutoConfig, DiffusionGemmaForBlockDiffusion
+
     plain = {k: v for k, v in raw.items() if k not in ("model_type", "architectures", "dtype")}
     torch.manual_seed(seed)
     model = DiffusionGemmaForBlockDiffusion(AutoConfig.for_model("diffusion_gemma", **plain))

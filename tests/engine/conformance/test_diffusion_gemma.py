@@ -90,12 +90,12 @@ def test_ids_equal_transformers_generate(gemma, p, seed, budget):
 
 
 def test_early_eos_ends_inside_a_later_canvas_as_the_reference(gemma):
-    """Seed 2 on prompt 0 commits an EOS inside its third canvas, of four allowed: both stop there."""
+    """Seed 7 on prompt 0 commits an EOS inside its third canvas, of four allowed: both stop there."""
     lm = gemma[1]
-    got = ours(lm, PROMPTS[0], 2, 4 * CANVAS)
+    got = ours(lm, PROMPTS[0], 7, 4 * CANVAS)
     assert got.finish_reason == "eos" and 2 * CANVAS < len(got.token_ids) < 3 * CANVAS
     assert got.token_ids[-1] in STOPS and got.stats.blocks == 3
-    assert list(got.token_ids) == reference(lm.model, PROMPTS[0], 2, max_new_tokens=4 * CANVAS)
+    assert list(got.token_ids) == reference(lm.model, PROMPTS[0], 7, max_new_tokens=4 * CANVAS)
 
 
 @pytest.mark.parametrize("seed,bound", [(0, 4.0), (1, 5.0)])
