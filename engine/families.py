@@ -29,6 +29,8 @@ class Family:
     sub_block: int | None = None  # positions decoded in order inside a block (Fast-dLLM v2: 8)
     stop_ids: tuple[int, ...] | None = None  # the reference's own stop tokens (None: the
     #   checkpoint's EOS ids)
+    default_threshold: float | None = None  # the family's own commit threshold, used when the
+    #   user sets none (Fast-dLLM v1's 0.9 for Dream / LLaDA 1.x); None: DEFAULT_THRESHOLD
     mask_in_softmax: bool = False  # confidence = softmax over every logit, mask token's included
     #   (the mask is still never a prediction); False: its logit is dropped first (ours)
     steps: int | None = None  # the reference's denoise steps per block (LLaDA2: 32, capped at the
@@ -76,7 +78,7 @@ def detect_family(config: dict[str, Any], *, block_size: int | None = None) -> F
         dream = model_type in DREAM_TYPES
         mask = mask_id if mask_id is not None else (DREAM_MASK_ID if dream else LLADA1_MASK_ID)
         return Family("dream" if dream else "llada", True, model_type.lower(), int(mask),
-                      _block(32), shifted_logits=dream)
+                      _block(32), shifted_logits=dream, default_threshold=0.9)
     if model_type == "Fast_dLLM_Qwen" or model_type.lower() == "fast_dllm_qwen":
         mask = mask_id if mask_id is not None else FAST_DLLM_MASK_ID
         # the reference stops at its own stop token only (never generation_config's extra EOS

@@ -26,10 +26,11 @@ def acp(model, approval, threshold, api_key_env, context_window, cache_mb) -> No
     import asyncio
     import os
 
-    from clover_cli.config import ConfigError, load_config
+    from clover_cli.commands.options import chosen_threshold
+    from clover_cli.config import ConfigError, load_settings
 
     try:
-        defaults = load_config(None)  # the user's file only: the repository comes per session
+        settings = load_settings(None)  # the user's file only: the repository comes per session
     except ConfigError as e:
         click.echo(f"clover acp: error: {e}", err=True)
         sys.exit(2)
@@ -37,7 +38,8 @@ def acp(model, approval, threshold, api_key_env, context_window, cache_mb) -> No
     from clover_cli.agent.backends import BackendError, make_backend
     from clover_cli.engine.spec import SpecError
 
-    opts: dict = {"threshold": defaults.threshold if threshold is None else threshold}
+    defaults = settings.config
+    opts: dict = {"threshold": chosen_threshold(settings) if threshold is None else threshold}
     if api_key_env:
         opts["api_key_env"] = api_key_env
         from clover_cli.tools.sandbox_env import register_secret_env

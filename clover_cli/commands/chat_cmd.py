@@ -12,7 +12,7 @@ import click
 
 from clover_cli.commands.options import (approval_option, cache_mb_option, command_line,
                                          diffusion_mode_option, model_option, root_option,
-                                         session_options, threshold_option)
+                                         session_options, threshold_option, chosen_threshold)
 
 
 @click.command("chat")
@@ -56,7 +56,7 @@ def chat(ctx: click.Context) -> None:
     if line.diffusion_mode:  # Dream / LLaDA 1.x (engine/fullattn_decode.py)
         backend_options["diffusion_mode"] = line.diffusion_mode
     options = SessionOptions(model=cfg.model, root=root_path, approval=cfg.approval,
-                             threshold=cfg.threshold, resume="last" if line.continue_ else line.session_id,
+                             threshold=chosen_threshold(settings), resume="last" if line.continue_ else line.session_id,
                              backend_options=backend_options)
     result = CloverApp(options).run()
     if result and result.get("session_id"):

@@ -62,7 +62,8 @@ def load_or_exit(spec, **kwargs):
               help="Token budget (default: 256; DiffusionGemma: its generation_config.json's).")
 @click.option("--block-size", type=click.IntRange(1, 1024), default=None, help="Override the model's block size.")
 @click.option("--threshold", type=click.FloatRange(0.0, 1.0, min_open=True), default=DEFAULT_THRESHOLD,
-              show_default=True, help="Commit masked positions whose confidence is above this, in (0, 1].")
+              show_default=True, help="Commit masked positions whose confidence is above this, in (0, 1] "
+                                      "(Dream / LLaDA 1.x, when not given: Fast-dLLM v1's 0.9).")
 @click.option("--temperature", type=click.FloatRange(0.0), default=0.0, show_default=True)
 @click.option("--top-p", type=click.FloatRange(0.0, 1.0, min_open=True), default=1.0, show_default=True)
 @click.option("--seed", type=int, default=None)
@@ -114,6 +115,9 @@ def generate(ctx, model_spec, prompt, prompt_file, raw, max_new_tokens, block_si
     lm = load_or_exit(parse_spec_or_exit(model_spec), block_size=block_size, offline=offline)
     check_own_sampler(ctx, lm.family.name)  # DiffusionGemma: no threshold (sampler_options.py)
     max_new_tokens = budget(max_new_tokens, lm)
+    if (lm.family.default_threshold is not None
+            and ctx.get_parameter_source("threshold") is click.core.ParameterSource.DEFAULT):
+        threshold = lm.family.default_threshold  # none given: the family's own (Fast-dLLM v1: 0.9)
     own = "entropy-bound" if lm.family.name == "diffusion_gemma" else None  # the family's own sampler
     try:
         text = prompt if raw else lm.render_chat([{"role": "user", "content": prompt}])

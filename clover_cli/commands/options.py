@@ -83,6 +83,15 @@ def approval_option(modes: tuple[str, ...] = APPROVAL_MODES,
     return _shared("--approval", field="approval", type=click.Choice(modes), help=help)
 
 
+def chosen_threshold(settings) -> float | None:
+    """The threshold the user chose (a flag, the user's or the repository's config), or None when
+    none was: the model's family then uses its own (Fast-dLLM v1's 0.9 for Dream / LLaDA 1.x),
+    else the engine's default (docs/engine.md, "Families")."""
+    if settings.sources.get("threshold", "default") == "default":
+        return None
+    return settings.config.threshold
+
+
 def threshold_option(help: str = f"Block-diffusion commit threshold, 0 < t <= 1 (default {DEFAULT_THRESHOLD})."
                      ) -> Callable:
     """--threshold T (range-checked once, by the settings loader)."""

@@ -17,7 +17,7 @@ import click
 from clover_cli.agent.config import HEADLESS_APPROVAL_MODES
 from clover_cli.commands.options import (approval_option, cache_mb_option, command_line,
                                          diffusion_mode_option, max_steps_option, model_option,
-                                         root_option, session_options, threshold_option)
+                                         root_option, session_options, threshold_option, chosen_threshold)
 from clover_cli.termsafe import StreamCleaner, clean_line, clean_text, json_line, utf8_safe
 
 
@@ -68,7 +68,7 @@ def run(ctx: click.Context, task, max_steps, as_json, shell_allow, api_key_env, 
         _fail_args(str(e))
     for warning in settings.warnings:
         _say(f"clover run: warning: {clean_line(warning)}")
-    model, threshold = settings.config.model, settings.config.threshold
+    model, threshold = settings.config.model, chosen_threshold(settings)
     approval = settings.config.approval if settings.config.approval != "ask" else "auto-edit"
 
     from clover_cli.agent import Agent, AgentConfig

@@ -31,7 +31,7 @@ class SessionOptions:
     model: str
     root: Path
     approval: str = DEFAULT_APPROVAL
-    threshold: float = DEFAULT_THRESHOLD
+    threshold: float | None = DEFAULT_THRESHOLD  # None: none set (the family's own, else the default)
     resume: str | None = None  # "last" or a session id
     backend_options: dict = field(default_factory=dict)  # extra make_backend options (tests: delay)
 

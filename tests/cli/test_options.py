@@ -111,9 +111,11 @@ def test_the_default_threshold_is_written_once_and_checked_alike():
     from clover_cli.engine.config import DEFAULT_THRESHOLD, GenerationConfig
 
     for default in (GenerationConfig().threshold, CloverConfig().threshold,
-                    inspect.signature(ReplayBackend).parameters["threshold"].default,
-                    inspect.signature(EngineBackend).parameters["threshold"].default):
+                    inspect.signature(ReplayBackend).parameters["threshold"].default):
         assert default == DEFAULT_THRESHOLD
+    # the in-process engine takes None as "none set": the family's own, else the default
+    assert inspect.signature(EngineBackend).parameters["threshold"].default is None
+    assert EngineBackend("tiny").threshold == DEFAULT_THRESHOLD
     for bad in (0, 0.0, -0.1, 1.01):  # (0, 1] everywhere
         with pytest.raises(ValueError, match=r"threshold must be in \(0, 1\]"):
             GenerationConfig(threshold=bad)

@@ -18,13 +18,12 @@ from clover_cli.agent.backends.base import BackendError, Completion, ModelBacken
 from clover_cli.agent.backends.kept_ids import KeptIds, completion_ids
 from clover_cli.agent.events import DenoiseProgress
 from clover_cli.agent.encode import encode_conversation
-from clover_cli.engine.config import DEFAULT_THRESHOLD
 
 
 class EngineBackend(ModelBackend):
     """Runs the model in this process through clover_cli.engine."""
 
-    def __init__(self, spec: str, threshold: float = DEFAULT_THRESHOLD, device: str | None = None,
+    def __init__(self, spec: str, threshold: float | None = None, device: str | None = None,
                  dtype: Any = None, lm: Any = None, repetition_penalty: float = 1.05,
                  progressive_ending: bool = True, temperature: float = 0.0, top_p: float = 1.0,
                  seed: int | None = None, denoise_events: bool = True, cache_mb: float | None = None,
@@ -45,6 +44,8 @@ class EngineBackend(ModelBackend):
         except ValueError as e:
             raise BackendError(str(e)) from None
         self.mode_label = mode_label(lm.family.name, self.diffusion_mode)
+        if threshold is None and lm.family.default_threshold is not None:
+            self.threshold = lm.family.default_threshold  # none set: the family's own (Fast-dLLM v1)
         self.lm = lm
         self.engine = Engine(lm, cache_mb=cache_mb)  # cache_mb: None the engine's default, 0 no reuse
         self.name = lm.name

@@ -240,3 +240,30 @@ def test_generate_names_the_modes_and_refuses_one_for_another_family(dream, llad
                  "--diffusion-mode", "exact", "--diffusion-steps", "33")
     lines = out.stderr.strip().splitlines()
     assert out.exit_code == 2 and len(lines) == 1 and "multiple of the number of blocks (2)" in lines[0]
+
+
+def test_the_cached_modes_default_to_fast_dllm_threshold_unless_one_is_set(dream, clover, tmp_path,
+                                                                         monkeypatch):
+    """Fast-dLLM v1's threshold, 0.9, when the user sets none (docs/engine.md, "Families"); a
+    threshold given on the command line or in the user's config wins; other families keep 0.95."""
+    import json
+
+    from clover_cli.agent.backends.engine_backend import EngineBackend
+    from clover_cli.commands.options import chosen_threshold
+    from clover_cli.config import load_settings
+
+    args = ("generate", "--model", str(dream[0]), "--raw", "--prompt", "t1000", "--max-new-tokens", "4",
+            "--json")
+    assert json.loads(clover(*args).stdout)["threshold"] == 0.9
+    assert json.loads(clover(*args, "--threshold", "0.95").stdout)["threshold"] == 0.95
+    tiny = clover("generate", "--model", "tiny", "--raw", "--prompt", "x", "--max-new-tokens", "2", "--json")
+    assert json.loads(tiny.stdout)["threshold"] == 0.95
+
+    assert EngineBackend(str(dream[0]), lm=dream[1]).threshold == 0.9  # none set
+    assert EngineBackend(str(dream[0]), threshold=0.95, lm=dream[1]).threshold == 0.95
+    assert EngineBackend("tiny", lm=load_model("tiny")).threshold == 0.95
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    assert chosen_threshold(load_settings(None)) is None
+    (tmp_path / "clover").mkdir()
+    (tmp_path / "clover" / "config.toml").write_text("threshold = 0.95\n")
+    assert chosen_threshold(load_settings(None)) == 0.95  # the user's own choice is kept
