@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -124,6 +125,8 @@ class Agent(AgentControls):
             self._lock.release()
 
     def _turn(self, user_text: str) -> Iterator[AgentEvent]:
+        """One user turn: model steps (each a model call, then its tool calls) until the model
+        answers without calls, or a limit, an error or the user ends it."""
         cfg = self.config
         self._cancel.clear()
         self.turns += 1
@@ -134,8 +137,7 @@ class Agent(AgentControls):
             yield Notice(self._mcp_notices.pop(0))
         self._task = user_text
         self._add({"role": "user", "content": user_text})
-        format_errors = tool_errors = recoveries = 0
-        malformed: list[str] = []  # what each malformed call in a row tried
+        run = _TurnRun(stats)
         while True:
             if self._cancel.is_set():
                 yield from self._finish("cancelled", "", stats)
@@ -146,90 +148,115 @@ class Agent(AgentControls):
                 yield from self._finish("max_steps", msg, stats)
                 return
             stats.steps += 1
-            try:
-                yield from self._fit_context()
-                stats.context_tokens = self.backend.count_tokens(self._messages, self.tools)
-                stats.context_window = self.config.context_window or self.backend.context_window
-                completion = None
-                for item in self.backend.stream(self._messages, self.tools, max_new_tokens=cfg.max_new_tokens,
-                                                cancel=self._cancel):
-                    if isinstance(item, Completion):
-                        completion = item
-                    else:
-                        yield item
-            except RecoverableError as e:  # compact / keep the partial answer, then ask again
-                recoveries += 1
-                if recoveries <= 2:
-                    yield Notice(str(e))
-                    yield from (self._compact() if e.compact else ())
-                    for role, text in (("assistant", e.partial_text), ("user", e.feedback)):
-                        if text:
-                            self._add({"role": role, "content": text})
-                    continue
-                yield AgentError(str(e), fatal=True)
-                yield from self._finish("error", str(e), stats)
+            completion = yield from self._call_model(run)
+            if completion is _ASK_AGAIN:
+                continue
+            if completion is None:  # the turn ended there
                 return
-            except Exception as e:  # BackendError, or a model bug: the session survives either way
-                msg = str(e) if isinstance(e, BackendError) else f"model call failed: {type(e).__name__}: {e}"
-                yield AgentError(msg, fatal=True)
-                yield from self._finish("error", msg, stats)
-                return
-            if completion is None:
-                yield from self._finish("error", "the model backend returned nothing", stats)
-                return
-            recoveries = 0
+            run.recoveries = 0
             stats.add_model(completion.stats)
-            text = scrub(completion.text)  # lone surrogates never reach the log
-            parsed = parse_tool_calls(text, self._schemas)
-            if completion.finish_reason == "cancelled" or self._cancel.is_set():
-                if parsed.text:  # keep what was said; unfinished calls are not run
-                    self._add({"role": "assistant", "content": parsed.text})
-                yield from self._finish("cancelled", parsed.text, stats)
+            if (yield from self._take_completion(completion, run)):
                 return
-            if (completion.finish_reason == "length" and not completion.tool_calls and parsed.calls
-                    and parsed.cut_off):  # never run a call cut off mid-argument
-                parsed.calls.pop()
-                parsed.errors.append(FormatError(observation("parse_cut_off"),
-                                                 text[text.rfind("<tool_call>"):][:300]))
-            calls, errors = self._calls_of(completion, parsed.calls, parsed.errors)
-            assistant: dict[str, Any] = {"role": "assistant", "content": text}
-            if calls:
-                assistant["tool_calls"] = [{"id": cid, "type": "function",
-                                            "function": {"name": c.name, "arguments": c.arguments}}
-                                           for cid, c in calls]
-            self._add(assistant)
-            if not calls and not errors:  # an answer cut by the token limit is not "done"
-                yield from self._finish("truncated" if completion.finish_reason == "length" else "done",
-                                        parsed.text, stats)
-                return
-            for cid, call in calls:
-                result = yield from self._run_call(cid, call, stats)
-                tool_errors = 0 if result.ok else tool_errors + 1
-            if self._cancel.is_set():  # every call has its result message; nothing more runs
-                yield from self._finish("cancelled", "", stats)
-                return
-            if errors and not format_errors:  # a new run of malformed calls
-                malformed = []
-            for err in errors:
-                self._add({"role": "user", "content": observation(
-                    "format_error", message=err.message, snippet=err.snippet), "format_error": True})
-                self._log.append({"type": "format_error", "message": err.message, "snippet": err.snippet})
-                tried = describe_attempt(err)
-                malformed.append(tried)
-                yield Notice(f"Tool call not run: {tried}.")  # also ends the step's hidden call text
-            format_errors = format_errors + 1 if errors else 0
-            stats.format_errors += len(errors)
-            if format_errors >= cfg.max_format_errors:
-                msg = observation("format_errors_user", count=format_errors) + "".join(
-                    f"\n  {k}. {tried}" for k, tried in enumerate(malformed[-10:], 1))
-                yield AgentError(msg)
-                yield from self._finish("format_errors", msg, stats)
-                return
-            if tool_errors >= cfg.max_consecutive_errors:
-                msg = observation("errors_user", count=tool_errors)
-                yield AgentError(msg)
-                yield from self._finish("errors", msg, stats)
-                return
+
+    def _call_model(self, run: "_TurnRun"):
+        """One model call, its stream passed on; the Completion, `_ASK_AGAIN` after a recoverable
+        failure (compacted, the partial answer kept), or None when the call ended the turn."""
+        try:
+            yield from self._fit_context()
+            run.stats.context_tokens = self.backend.count_tokens(self._messages, self.tools)
+            run.stats.context_window = self.config.context_window or self.backend.context_window
+            completion = None
+            for item in self.backend.stream(self._messages, self.tools,
+                                            max_new_tokens=self.config.max_new_tokens, cancel=self._cancel):
+                if isinstance(item, Completion):
+                    completion = item
+                else:
+                    yield item
+        except RecoverableError as e:  # compact / keep the partial answer, then ask again
+            run.recoveries += 1
+            if run.recoveries <= 2:
+                yield Notice(str(e))
+                yield from (self._compact() if e.compact else ())
+                for role, text in (("assistant", e.partial_text), ("user", e.feedback)):
+                    if text:
+                        self._add({"role": role, "content": text})
+                return _ASK_AGAIN
+            yield AgentError(str(e), fatal=True)
+            yield from self._finish("error", str(e), run.stats)
+            return None
+        except Exception as e:  # BackendError, or a model bug: the session survives either way
+            msg = str(e) if isinstance(e, BackendError) else f"model call failed: {type(e).__name__}: {e}"
+            yield AgentError(msg, fatal=True)
+            yield from self._finish("error", msg, run.stats)
+            return None
+        if completion is None:
+            yield from self._finish("error", "the model backend returned nothing", run.stats)
+        return completion
+
+    def _take_completion(self, completion: Completion, run: "_TurnRun"):
+        """Record the model's answer and run its calls; True when the turn ended here."""
+        stats = run.stats
+        text = scrub(completion.text)  # lone surrogates never reach the log
+        parsed = parse_tool_calls(text, self._schemas)
+        if completion.finish_reason == "cancelled" or self._cancel.is_set():
+            if parsed.text:  # keep what was said; unfinished calls are not run
+                self._add({"role": "assistant", "content": parsed.text})
+            yield from self._finish("cancelled", parsed.text, stats)
+            return True
+        if (completion.finish_reason == "length" and not completion.tool_calls and parsed.calls
+                and parsed.cut_off):  # never run a call cut off mid-argument
+            parsed.calls.pop()
+            parsed.errors.append(FormatError(observation("parse_cut_off"),
+                                             text[text.rfind("<tool_call>"):][:300]))
+        calls, errors = self._calls_of(completion, parsed.calls, parsed.errors)
+        assistant: dict[str, Any] = {"role": "assistant", "content": text}
+        if calls:
+            assistant["tool_calls"] = [{"id": cid, "type": "function",
+                                        "function": {"name": c.name, "arguments": c.arguments}}
+                                       for cid, c in calls]
+        self._add(assistant)
+        if not calls and not errors:  # an answer cut by the token limit is not "done"
+            yield from self._finish("truncated" if completion.finish_reason == "length" else "done",
+                                    parsed.text, stats)
+            return True
+        for cid, call in calls:
+            result = yield from self._run_call(cid, call, stats)
+            run.tool_errors = 0 if result.ok else run.tool_errors + 1
+        if self._cancel.is_set():  # every call has its result message; nothing more runs
+            yield from self._finish("cancelled", "", stats)
+            return True
+        yield from self._report_format_errors(errors, run)
+        return (yield from self._over_error_limits(run))
+
+    def _report_format_errors(self, errors: list[FormatError], run: "_TurnRun"):
+        """Tell the model (and the user) about each malformed call of this step."""
+        if errors and not run.format_errors:  # a new run of malformed calls
+            run.malformed = []
+        for err in errors:
+            self._add({"role": "user", "content": observation(
+                "format_error", message=err.message, snippet=err.snippet), "format_error": True})
+            self._log.append({"type": "format_error", "message": err.message, "snippet": err.snippet})
+            tried = describe_attempt(err)
+            run.malformed.append(tried)
+            yield Notice(f"Tool call not run: {tried}.")  # also ends the step's hidden call text
+        run.format_errors = run.format_errors + 1 if errors else 0
+        run.stats.format_errors += len(errors)
+
+    def _over_error_limits(self, run: "_TurnRun"):
+        """End the turn after too many malformed calls or failed tool calls in a row."""
+        cfg = self.config
+        if run.format_errors >= cfg.max_format_errors:
+            msg = observation("format_errors_user", count=run.format_errors) + "".join(
+                f"\n  {k}. {tried}" for k, tried in enumerate(run.malformed[-10:], 1))
+            yield AgentError(msg)
+            yield from self._finish("format_errors", msg, run.stats)
+            return True
+        if run.tool_errors >= cfg.max_consecutive_errors:
+            msg = observation("errors_user", count=run.tool_errors)
+            yield AgentError(msg)
+            yield from self._finish("errors", msg, run.stats)
+            return True
+        return False
 
     def _calls_of(self, completion: Completion, text_calls: list[ParsedCall],
                   errors: list[FormatError]) -> tuple[list[tuple[str, ParsedCall]], list[FormatError]]:
@@ -393,3 +420,17 @@ def _records(path: Path, kind: str) -> Iterator[dict]:
         yield from read_records(path, kind)
     except SessionError:
         return
+
+
+_ASK_AGAIN = object()  # a model call to make again (after a recoverable failure)
+
+
+@dataclass
+class _TurnRun:
+    """What one turn counts across its model steps."""
+
+    stats: TurnStats
+    format_errors: int = 0  # steps in a row with malformed calls
+    tool_errors: int = 0  # failed tool calls in a row
+    recoveries: int = 0  # recoverable model-call failures in a row
+    malformed: list[str] = field(default_factory=list)  # what each malformed call in a row tried
