@@ -97,7 +97,7 @@ def test_dream_exact_default_is_the_checkpoints_generation_config(dream, seed):
     assert list(ours.token_ids) == ref
 
 
-@pytest.mark.parametrize("mode", ["dual", "prefix"])
+@pytest.mark.parametrize("mode", ["dual", pytest.param("prefix", marks=SLOW)])
 @pytest.mark.parametrize("threshold", [0.9, pytest.param(0.5, marks=SLOW)])
 @pytest.mark.parametrize("n,seed,new", [(5, 0, 40), pytest.param(33, 1, 64, marks=SLOW),
                                         pytest.param(12, 2, 20, marks=SLOW)])
@@ -165,6 +165,7 @@ def test_llada_sampled_matches_seeded_reference(llada, mode):
     assert list(ours.token_ids) == ref
 
 
+@SLOW  # ~25 s: it decodes every kind of case again
 def test_the_cases_are_not_vacuous(dream, llada):
     """Some runs end on EOS inside the budget; the cached modes commit several tokens per
     forward; and the approximate modes do differ from exact somewhere (else nothing is tested

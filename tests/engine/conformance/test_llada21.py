@@ -96,6 +96,7 @@ def test_a_llada21_checkpoint_edits_by_default_and_llada20_does_not(llada2, llad
     assert as_21.token_ids != as_20.token_ids
 
 
+@pytest.mark.slow  # ~12 s
 def test_llada21_prefix_reuse_gives_the_ids_of_a_cold_run(llada2):
     lm = llada2[1]
     cfg = _edit_cfg(12, 0.5, 0.5)
