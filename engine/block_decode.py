@@ -187,6 +187,8 @@ class BlockDecoder:
                 self.prefix.put(Entry(("block", B), self.cached_ids, cache, states, rows))
 
     def _decode(self, cache, start: int, carry, recurrent_cache: bool, states: dict, t0: float):
+        """Block after block from `start`: open it, denoise it, give out its text, check the
+        endings, write it to the cache; the GenerationResult last."""
         cfg, B = self.cfg, self.B
         n = len(self.prompt)
         limit = n + cfg.max_new_tokens
@@ -194,76 +196,23 @@ class BlockDecoder:
         generated: list[int] = []
         blocks: list[tuple[int, ...]] = []
         steps_per_block: list[int] = []
-        pending = None
+        pending = None  # the next block's step-0 logits when the commit was fused with it
         finish = "length"
         block_index = 0
 
         while start < limit:
             fixed = max(0, n - start)  # prompt tail inside this block
-            block = torch.full((B,), self.mask_id, dtype=torch.long, device=self.device)
-            if fixed:
-                block[:fixed] = torch.tensor(self.prompt[start:n], device=self.device)
             end = min(B, limit - start)  # the output is cut here; the whole block is decoded
-            masked = torch.zeros(B, dtype=torch.bool, device=self.device)
-            masked[fixed:] = True
-            if self.first_token_rule and not fixed and carry is not None:
-                # Fast-dLLM v2: the previous position's argmax opens the block, committed before
-                # any denoise step (also right after a prefill that ends on a block boundary)
-                row = carry
-                if self.processing:  # repetition control / progressive ending, as for any step
-                    row = process_logits(carry[None], cfg, recent=generated, generated=len(generated),
-                                         eos_ids=self.eos)[0]
-                if self.healing is not None and block_index == 0:
-                    row = self.healing.constrain(row)
-                block[0] = self._argmax(row)
-                masked[0] = False
-            selected_stop = not self.first_token_rule  # Fast-dLLM ends only on a *selected* stop
-            live = masked  # masked positions selection may pick (eos_confine narrows it)
+            block, masked = self._open_block(start, fixed, carry, block_index, generated)
             saved = snapshot_recurrent(cache) if recurrent_cache else None
             if saved is not None and block_index == 0:
                 states[start] = saved  # the state after this prompt: a boundary the next request may reuse
-            steps = 0
-            eos_at = -1
-            while bool(masked[fixed:end].any()):  # positions past `end` only matter until then
-                if self.cancel is not None and self.cancel.is_set():
-                    finish = "cancelled"
-                    break
-                logits = pending if pending is not None else self._denoise(block, start, cache, saved)
-                pending = None
-                if self.shifted:  # logits at i-1 predict token i
-                    first = carry if carry is not None else logits[0]
-                    logits = torch.cat([first[None], logits[:-1]])
-                if self.processing:
-                    recent = generated + block[fixed:end][~masked[fixed:end]].tolist()
-                    logits = process_logits(logits, cfg, recent=recent, generated=len(recent),
-                                            eos_ids=self.eos)
-                if self.healing is not None and block_index == 0 and bool(masked[fixed]):
-                    logits = logits.clone()  # the first generated token continues the prompt's text
-                    logits[fixed] = self.healing.constrain(logits[fixed])
-                tokens, confidence, commit = select(
-                    logits, self._selectable(live), cfg.threshold, cfg.temperature, self.mask_id,
-                    self.generator, cfg.top_p, mask_in_softmax=self.mask_in_softmax)
-                if self.schedule is not None:
-                    share = self.schedule[min(steps, len(self.schedule) - 1)]
-                    commit = at_least(commit, confidence, self._selectable(live), cfg.threshold, share)
-                block = torch.where(commit, tokens, block)
-                masked = masked & ~commit
-                steps += 1
-                toks, still = block[fixed:end].tolist(), masked[fixed:end].tolist()
-                yield DenoiseStep(block_index, steps, tuple(toks), tuple(still), int(commit.sum()))
-                if not selected_stop and self.eos:
-                    selected_stop = any(t in self.eos for t in block[commit].tolist())
-                eos_at, first_eos = self._eos_done(toks, still, fixed)
-                if eos_at >= 0 and selected_stop:
-                    break
-                eos_at = -1
-                live = masked
-                if cfg.eos_confine and first_eos >= 0:
-                    live = masked & (self._index < first_eos)
-                    if not bool(live.any()):
-                        break
+            block, steps, eos_at, cancelled = yield from self._denoise_block(
+                block, masked, fixed, end, start, cache, saved, pending, carry, block_index, generated)
+            pending = None
             steps_per_block.append(steps)
-            if finish == "cancelled":
+            if cancelled:
+                finish = "cancelled"
                 break
             stop_here = eos_at >= 0
             new = block[fixed:(eos_at + 1 if stop_here else end)].tolist()
@@ -274,14 +223,9 @@ class BlockDecoder:
             if not self.first_block_seconds:
                 self.first_block_seconds = time.perf_counter() - t0
             yield BlockCommitted(block_index, tuple(new), self.streamer.delta(generated))
-            if stop_here:
-                finish = "eos"
-                break
-            if cfg.stop and find_stop(self.streamer.text_of(generated), cfg.stop) >= 0:
-                finish = "stop"
-                break
-            if cfg.repetition_penalty > 1.0 and repeated_block(blocks, self.eos):
-                finish = "repetition"
+            ending = "eos" if stop_here else self._ending(generated, blocks)
+            if ending:
+                finish = ending
                 break
             if start + B >= limit:
                 break
@@ -291,6 +235,84 @@ class BlockDecoder:
             block_index += 1
 
         yield self._result(generated, finish, steps_per_block, t0)
+
+    def _open_block(self, start: int, fixed: int, carry, block_index: int, generated: list[int]):
+        """(block ids, masked): the prompt tail fixed, the rest masked; for Fast-dLLM v2 the
+        previous position's argmax opens the block, committed before any denoise step (also
+        right after a prefill that ends on a block boundary)."""
+        B = self.B
+        block = torch.full((B,), self.mask_id, dtype=torch.long, device=self.device)
+        if fixed:
+            block[:fixed] = torch.tensor(self.prompt[start:start + fixed], device=self.device)
+        masked = torch.zeros(B, dtype=torch.bool, device=self.device)
+        masked[fixed:] = True
+        if self.first_token_rule and not fixed and carry is not None:
+            row = carry
+            if self.processing:  # repetition control / progressive ending, as for any step
+                row = process_logits(carry[None], self.cfg, recent=generated, generated=len(generated),
+                                     eos_ids=self.eos)[0]
+            if self.healing is not None and block_index == 0:
+                row = self.healing.constrain(row)
+            block[0] = self._argmax(row)
+            masked[0] = False
+        return block, masked
+
+    def _denoise_block(self, block, masked, fixed: int, end: int, start: int, cache, saved, pending,
+                       carry, block_index: int, generated: list[int]):
+        """Denoise steps until the block's output positions are committed (or an EOS ends it):
+        each yields a DenoiseStep; returns (block, steps, eos_at, cancelled)."""
+        cfg = self.cfg
+        selected_stop = not self.first_token_rule  # Fast-dLLM ends only on a *selected* stop
+        live = masked  # masked positions selection may pick (eos_confine narrows it)
+        steps = 0
+        eos_at = -1
+        while bool(masked[fixed:end].any()):  # positions past `end` only matter until then
+            if self.cancel is not None and self.cancel.is_set():
+                return block, steps, -1, True
+            logits = pending if pending is not None else self._denoise(block, start, cache, saved)
+            pending = None
+            if self.shifted:  # logits at i-1 predict token i
+                first = carry if carry is not None else logits[0]
+                logits = torch.cat([first[None], logits[:-1]])
+            if self.processing:
+                recent = generated + block[fixed:end][~masked[fixed:end]].tolist()
+                logits = process_logits(logits, cfg, recent=recent, generated=len(recent),
+                                        eos_ids=self.eos)
+            if self.healing is not None and block_index == 0 and bool(masked[fixed]):
+                logits = logits.clone()  # the first generated token continues the prompt's text
+                logits[fixed] = self.healing.constrain(logits[fixed])
+            tokens, confidence, commit = select(
+                logits, self._selectable(live), cfg.threshold, cfg.temperature, self.mask_id,
+                self.generator, cfg.top_p, mask_in_softmax=self.mask_in_softmax)
+            if self.schedule is not None:
+                share = self.schedule[min(steps, len(self.schedule) - 1)]
+                commit = at_least(commit, confidence, self._selectable(live), cfg.threshold, share)
+            block = torch.where(commit, tokens, block)
+            masked = masked & ~commit
+            steps += 1
+            toks, still = block[fixed:end].tolist(), masked[fixed:end].tolist()
+            yield DenoiseStep(block_index, steps, tuple(toks), tuple(still), int(commit.sum()))
+            if not selected_stop and self.eos:
+                selected_stop = any(t in self.eos for t in block[commit].tolist())
+            eos_at, first_eos = self._eos_done(toks, still, fixed)
+            if eos_at >= 0 and selected_stop:
+                break
+            eos_at = -1
+            live = masked
+            if cfg.eos_confine and first_eos >= 0:
+                live = masked & (self._index < first_eos)
+                if not bool(live.any()):
+                    break
+        return block, steps, eos_at, False
+
+    def _ending(self, generated: list[int], blocks: list[tuple[int, ...]]) -> str | None:
+        """Why decoding ends after this block (a stop string, repeated blocks), or None."""
+        cfg = self.cfg
+        if cfg.stop and find_stop(self.streamer.text_of(generated), cfg.stop) >= 0:
+            return "stop"
+        if cfg.repetition_penalty > 1.0 and repeated_block(blocks, self.eos):
+            return "repetition"
+        return None
 
     def _argmax(self, logits: torch.Tensor) -> int:
         """The greedy token of one row [V]; the mask token is never a prediction."""
