@@ -26,6 +26,7 @@ from torch import nn
 
 from .qwen import Embedding, Linear, RMSNorm, _rotate_half
 from .state import ModelConfig, OwnNetwork
+from .weights import read_weights
 
 MASK_ID = 126336  # the reference generate's mask_id default
 EOS_ID = 126081  # <|endoftext|> (config eos/pad); <|eot_id|> 126348 ends an instruct turn
@@ -164,23 +165,9 @@ def _inv_freq(c: SimpleNamespace) -> torch.Tensor:
 def load_llada1(directory: Path, raw: dict[str, Any], dtype: torch.dtype) -> LLaDA1:
     """Build the network from config.json and load its safetensors; raises ValueError with one
     line when a tensor is missing or has the wrong shape."""
-    from safetensors import safe_open
-
     model = LLaDA1(raw, device="meta")
     expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    state: dict[str, torch.Tensor] = {}
-    for file in sorted(directory.glob("*.safetensors")):
-        with safe_open(str(file), framework="pt") as fh:
-            for key in fh.keys():
-                if key in expected:
-                    state[key] = fh.get_tensor(key)
-    missing = sorted(set(expected) - set(state))
-    if missing:
-        raise ValueError(f"missing weights ({len(missing)}, e.g. {missing[0]})")
-    bad = sorted(k for k, t in state.items() if tuple(t.shape) != expected[k])
-    if bad:
-        raise ValueError(f"shape mismatch ({len(bad)}, e.g. {bad[0]}: {tuple(state[bad[0]].shape)} "
-                         f"in the checkpoint, {expected[bad[0]]} from config.json)")
+    state = read_weights(directory, expected)
     model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=False, assign=True)
     model.inv_freq = _inv_freq(model.c)
     model.generation_config = None

@@ -25,6 +25,7 @@ from torch import nn
 
 from .qwen import MLP, RMSNorm, _rotate_half  # the same pieces as Qwen's
 from .state import ModelConfig, OwnNetwork
+from .weights import read_weights
 
 MASK_ID = 156895  # the reference generate's mask_id default
 EOS_ID = 156892  # the reference generate's eos_id default (<|endoftext|>, also the pad id)
@@ -194,24 +195,10 @@ def _defaults(raw: dict[str, Any]) -> dict[str, Any]:
 def load_llada2(directory: Path, raw: dict[str, Any], dtype: torch.dtype):
     """Build the network from config.json and load its safetensors; raises ValueError with one
     line when a tensor is missing or has the wrong shape."""
-    from safetensors import safe_open
-
     with torch.device("meta"):
         model = LLaDA2MoE(raw)
     expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    state: dict[str, torch.Tensor] = {}
-    for file in sorted(directory.glob("*.safetensors")):
-        with safe_open(str(file), framework="pt") as fh:
-            for key in fh.keys():
-                if key in expected:
-                    state[key] = fh.get_tensor(key)
-    missing = sorted(k for k in set(expected) - set(state) if not k.endswith("expert_bias"))
-    if missing:
-        raise ValueError(f"missing weights ({len(missing)}, e.g. {missing[0]})")
-    bad = sorted(k for k, t in state.items() if tuple(t.shape) != expected[k])
-    if bad:
-        raise ValueError(f"shape mismatch ({len(bad)}, e.g. {bad[0]}: {tuple(state[bad[0]].shape)} "
-                         f"in the checkpoint, {expected[bad[0]]} from config.json)")
+    state = read_weights(directory, expected, optional=lambda k: k.endswith("expert_bias"))
     model = model.to_empty(device="cpu")
     for name, buf in model.named_buffers():
         if name.endswith("expert_bias") and name not in state:  # a release without router bias

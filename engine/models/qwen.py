@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .state import ModelConfig, OwnNetwork
+from .weights import read_weights
 
 QWEN3_TYPES = {"qwen3", "sdar"}  # q/k RMSNorm, no bias by default (attention_bias)
 QWEN2_TYPES = {"qwen2", "fast_dllm_qwen", "dream"}  # biased q/k/v, no q/k norm
@@ -273,27 +274,13 @@ def _inv_freq(c: SimpleNamespace) -> torch.Tensor:
 def load_qwen(directory: Path, raw: dict[str, Any], dtype: torch.dtype) -> QwenForCausalLM:
     """Build the network from config.json and load its safetensors; raises ValueError with one
     line when a tensor is missing or has the wrong shape."""
-    from safetensors import safe_open
-
     # meta tensors as factory arguments, not torch.device("meta") as a context: under that
     # mode factory calls go through torch._refs, which imports torch._dynamo (seconds of startup)
     model = QwenForCausalLM(raw, device="meta")
     tied = model.c.tie_word_embeddings
     expected = {k: tuple(v.shape) for k, v in model.state_dict().items()
                 if not (tied and k == "lm_head.weight")}
-    state: dict[str, torch.Tensor] = {}
-    for file in sorted(directory.glob("*.safetensors")):
-        with safe_open(str(file), framework="pt") as fh:
-            for key in fh.keys():
-                if key in expected:
-                    state[key] = fh.get_tensor(key)
-    missing = sorted(set(expected) - set(state))
-    if missing:
-        raise ValueError(f"missing weights ({len(missing)}, e.g. {missing[0]})")
-    bad = sorted(k for k, t in state.items() if tuple(t.shape) != expected[k])
-    if bad:
-        raise ValueError(f"shape mismatch ({len(bad)}, e.g. {bad[0]}: {tuple(state[bad[0]].shape)} "
-                         f"in the checkpoint, {expected[bad[0]]} from config.json)")
+    state = read_weights(directory, expected)
     model.load_state_dict(_converted(state, dtype), strict=False, assign=True)
     if tied:
         model.lm_head.weight = model.model.embed_tokens.weight
