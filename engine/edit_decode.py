@@ -29,8 +29,8 @@ import torch
 
 from .block_decode import BlockDecoder
 from .events import BlockCommitted, DenoiseStep
-from .processors import process_logits, repeated_block
-from .runtime import find_stop, snapshot_recurrent
+from .processors import process_logits
+from .runtime import snapshot_recurrent
 
 # how a LLaDA2.1 release is named: its config.json is LLaDA2.0's (model_type llada2_moe, the same
 # network and keys), so the checkpoint is told apart by its name or path (an hf: download sits
@@ -117,14 +117,9 @@ class EditDecoder(BlockDecoder):
             if not self.first_block_seconds:
                 self.first_block_seconds = time.perf_counter() - t0
             yield BlockCommitted(block_index, tuple(new), self.streamer.delta(generated))
-            if eos_at >= 0:
-                finish = "eos"
-                break
-            if cfg.stop and find_stop(self.streamer.text_of(generated), cfg.stop) >= 0:
-                finish = "stop"
-                break
-            if cfg.repetition_penalty > 1.0 and repeated_block(blocks, self.eos):
-                finish = "repetition"
+            ending = "eos" if eos_at >= 0 else self._ending(generated, blocks)  # block_decode.py
+            if ending:
+                finish = ending
                 break
             if start + B >= limit:
                 break
