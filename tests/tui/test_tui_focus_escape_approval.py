@@ -162,7 +162,9 @@ async def test_a_stray_y_or_enter_right_after_the_dialog_opens_approves_nothing(
     Enter (the Yes button has focus): inside the guard window those are ignored, `y` works after."""
     from clover_cli.tui.screens.approval import ApprovalDialog
 
-    monkeypatch.setattr(ApprovalDialog, "GUARD_SECONDS", 0.6)
+    # a window no loaded machine can overrun between the dialog opening and the keys, then
+    # closed by moving the dialog's opening time back (the guard reads it at each key)
+    monkeypatch.setattr(ApprovalDialog, "GUARD_SECONDS", 30.0)
     edit = call("edit_file", path="greet.py", old='"hello "', new='"hi "')
     before = (repo / "greet.py").read_text()
     app = make_app(repo, ["Changing it.\n" + edit, "ok"])
@@ -173,7 +175,8 @@ async def test_a_stray_y_or_enter_right_after_the_dialog_opens_approves_nothing(
         await pilot.press("y", "a", "enter")
         await pilot.pause(0.05)
         assert app.chat.approval is not None and (repo / "greet.py").read_text() == before
-        await pilot.pause(0.7)
+        dialog = app.chat.approval[1]
+        dialog.opened_at -= 31.0  # the guard window has passed
         await pilot.press("y")
         await wait_idle(pilot)
         assert (repo / "greet.py").read_text() != before
