@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .gemma_decode import GemmaSettings, GemmaSettingsError
+from .load_common import one_line as _one_line
 
 HF_MODEL_TYPE = "diffusion_gemma"
 
@@ -48,8 +49,3 @@ def load_diffusion_gemma(directory: Path, fields: dict[str, Any], torch_dtype: A
         raise ValueError("checkpoint does not match its config: " + "; ".join(problems))
     model.eval()
     return model, settings
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text[:300] if text else exc.__class__.__name__

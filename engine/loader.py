@@ -21,13 +21,12 @@ from typing import Any
 from . import hub
 from .config_hygiene import ConfigError, clean_config, engine_attention
 from .families import Family, FamilyError, detect_family
+from .load_common import ModelLoadError, one_line as _one_line, quiet_transformers as _quiet_transformers
+from .load_common import use_native as _use_native
 from .spec import ModelSpec, SpecError, parse_spec
+from .tokenizer_load import load_tokenizer as _load_tokenizer
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
-class ModelLoadError(RuntimeError):
-    """A checkpoint that cannot be loaded; str() is one line naming the problem."""
 
 
 @dataclass
@@ -165,14 +164,6 @@ def _pick_dtype(dtype: Any, device: Any):
     if dtype is not None:
         return getattr(torch, dtype) if isinstance(dtype, str) else dtype
     return torch.bfloat16 if str(device).startswith("cuda") else torch.float32
-
-
-def _use_native(native: bool | None) -> bool:
-    """Our own Qwen module (engine/models/qwen.py) unless turned off: native=False, or
-    CLOVER_NATIVE_MODELS=0 in the environment when native is None."""
-    if native is not None:
-        return native
-    return os.environ.get("CLOVER_NATIVE_MODELS", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def _load_directory(directory: Path, name: str, *, device: Any, dtype: Any,
@@ -313,69 +304,6 @@ def _load_gguf(path: Path, name: str, *, device: Any, dtype: Any) -> LoadedModel
                        context_window=int(raw.get("max_position_embeddings") or 2048))
 
 
-def _load_tokenizer(directory: Path, name: str, native: bool | None = None):
-    """The checkpoint's tokenizer without its code. The generic fast class on our own
-    implementation (engine/tokenizer.py, no transformers import) unless native is off (see
-    _use_native) or the directory uses what it does not reproduce; else AutoTokenizer with
-    trust_remote_code=False (which refuses rather than asks), else, when tokenizer_config.json
-    names a class that lives in the checkpoint's own Python file, the generic fast tokenizer
-    over its tokenizer.json."""
-    generic = _generic_fast_tokenizer(directory)
-    if generic and _use_native(native):
-        from .tokenizer import CheckpointTokenizer
-
-        try:
-            return CheckpointTokenizer.from_dir(directory)
-        except Exception:  # noqa: BLE001 - unsupported or broken: transformers below decides
-            pass
-    with _quiet_transformers():
-        return _load_hf_tokenizer(directory, name, generic)
-
-
-def _load_hf_tokenizer(directory: Path, name: str, generic: bool):
-    from transformers import PreTrainedTokenizerFast
-
-    if generic:  # skips AutoTokenizer's config and class lookups (~0.5 s)
-        try:
-            return PreTrainedTokenizerFast.from_pretrained(str(directory), local_files_only=True,
-                                                           trust_remote_code=False)
-        except Exception:  # noqa: BLE001 - AutoTokenizer below says what is wrong
-            pass
-    from transformers import AutoTokenizer
-
-    try:
-        return AutoTokenizer.from_pretrained(str(directory), local_files_only=True,
-                                             trust_remote_code=False)
-    except Exception as exc:  # noqa: BLE001
-        first = exc
-    if (directory / "tokenizer.json").is_file():
-        try:
-            return PreTrainedTokenizerFast.from_pretrained(str(directory), local_files_only=True,
-                                                           trust_remote_code=False)
-        except Exception:  # noqa: BLE001
-            pass
-    raise ModelLoadError(f"{name}: cannot load tokenizer without running checkpoint code: "
-                         f"{_one_line(first)}")
-
-
-def _generic_fast_tokenizer(directory: Path) -> bool:
-    """tokenizer.json with tokenizer_config.json naming the generic fast class, which is what
-    AutoTokenizer would build too (a model-specific class stays with AutoTokenizer)."""
-    if not (directory / "tokenizer.json").is_file():
-        return False
-    try:
-        cfg = json.loads((directory / "tokenizer_config.json").read_text())
-    except (OSError, json.JSONDecodeError):
-        return False
-    return isinstance(cfg, dict) and cfg.get("tokenizer_class") in ("TokenizersBackend",
-                                                                     "PreTrainedTokenizerFast")
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text[:300] if text else exc.__class__.__name__
-
-
 def load_model(spec: str | ModelSpec | None, *, device: Any = None, dtype: Any = None,
                block_size: int | None = None, offline: bool = False,
                native: bool | None = None) -> LoadedModel:
@@ -391,24 +319,6 @@ def load_model(spec: str | ModelSpec | None, *, device: Any = None, dtype: Any =
     with contextlib.redirect_stdout(sys.stderr):
         return _load_spec(spec, device=device, dtype=dtype, block_size=block_size,
                           offline=offline, native=native)
-
-
-@contextlib.contextmanager
-def _quiet_transformers():
-    """transformers' progress bars off and its log at errors only while it loads (see
-    load_model), both restored afterwards; imports transformers, so only the paths that use it
-    enter this."""
-    from transformers.utils import logging as hf_logging
-
-    bars, level = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(level)
-        if bars:
-            hf_logging.enable_progress_bar()
 
 
 def _load_spec(spec: str | ModelSpec | None, *, device: Any, dtype: Any,

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from clover_cli.engine.loader import _load_tokenizer, bundled_tiny_dir, load_model
+from clover_cli.engine.loader import bundled_tiny_dir, load_model
+from clover_cli.engine.tokenizer_load import load_tokenizer as _load_tokenizer
 from clover_cli.training.tiny import build_tokenizer
 from clover_cli.engine.tokenizer import CheckpointTokenizer, UnsupportedTokenizer
 
