@@ -19,11 +19,11 @@ from .helpers import CALC, call, make_repo, new_agent
 PATCH = "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n"
 
 
-def _slow_agent(tmp_path, delay=20.0):
+def _slow_agent(tmp_path, delay=20.0, answer="slow answer"):
     """An agent whose model step sleeps `delay` s per 4-character chunk: not interruptible."""
     repo = make_repo(tmp_path / "repo", git=False)
     path = tmp_path / "slow.json"
-    path.write_text(json.dumps({"completions": ["slow answer"], "delay": delay, "chunk_chars": 4}))
+    path.write_text(json.dumps({"completions": [answer], "delay": delay, "chunk_chars": 4}))
     return Agent(ReplayBackend(path), AgentConfig(root=repo, approval="yolo", save_session=False))
 
 
@@ -162,7 +162,9 @@ def test_a_source_without_turn_finished_just_ends(tmp_path):
 
 def test_run_reraises_ctrl_c_after_cancelling(tmp_path):
     """KeyboardInterrupt while `run` waits: the turn is cancelled and the interrupt goes on."""
-    agent = _slow_agent(tmp_path, delay=0.2)
+    # 50 chunks of 0.2 s: still running when the interrupt comes, however late a loaded machine
+    # runs the timer (a turn that ended first made the interrupt land after the test)
+    agent = _slow_agent(tmp_path, delay=0.2, answer="slow" * 50)
     driver = TurnDriver(agent, grace=2)
     threading.Timer(0.3, lambda: _interrupt_main()).start()
     with pytest.raises(KeyboardInterrupt):

@@ -57,6 +57,7 @@ def test_requirements_of_a_missing_setup_commit_are_read_at_the_base_commit(tmp_
     assert (text, at, notes) == ("six==1.0\n", base, [])
 
 
+@pytest.mark.slow  # builds a real virtual environment (~8 s)
 def test_shallow_clone_environment_installs_the_base_commits_requirements(tmp_path, offline, monkeypatch):
     wheel = ec.fake_pytest_wheel(tmp_path / "wheels")
     clone, setup, base = ec.shallow_clone_lacking_setup_commit(tmp_path, f"{wheel}\n")
@@ -125,6 +126,7 @@ def test_a_cached_broken_environment_is_detected_and_rebuilt(tmp_path, monkeypat
     assert not (root / envs.ENV_META).exists()
 
 
+@pytest.mark.slow  # builds a real virtual environment (~8 s)
 def test_a_cached_environment_without_pytest_is_rebuilt_with_it(tmp_path, offline):
     wheel = ec.fake_pytest_wheel(tmp_path / "wheels")
     clone = tmp_path / "pallets__flask"

@@ -15,7 +15,8 @@ from clover_cli.tui.bridge import SessionOptions
 from .conftest import submit, wait_for, wait_idle, wait_ready
 from .screen_text import screen_text
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]  # ~7 s on the released layer layout (the
+# quick tier runs an engine turn on the bundled model: tests/tui/test_tui_prefix.py)
 
 BUILDER = Path(__file__).resolve().parents[1] / "engine" / "conformance" / "hybrid_real.py"
 

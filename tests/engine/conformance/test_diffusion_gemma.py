@@ -81,8 +81,10 @@ def test_a_bad_generation_config_is_one_error_line(gemma, tmp_path):
     assert "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("budget", [CANVAS, 3 * CANVAS], ids=["1canvas", "3canvases"])
-@pytest.mark.parametrize("p,seed", [(0, 0), (1, 1), (2, 2), (0, 3)])
+@pytest.mark.parametrize("p,seed,budget", [
+    (0, 0, CANVAS), (1, 1, 3 * CANVAS),
+    pytest.param(2, 2, CANVAS, marks=pytest.mark.slow), pytest.param(0, 3, 3 * CANVAS, marks=pytest.mark.slow)],
+    ids=["0-0-1canvas", "1-1-3canvases", "2-2-1canvas", "0-3-3canvases"])
 def test_ids_equal_transformers_generate(gemma, p, seed, budget):
     lm = gemma[1]
     got = ours(lm, PROMPTS[p], seed, budget)
