@@ -2,8 +2,14 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
+
+# Bytecode caches for the suite even where PYTHONDONTWRITEBYTECODE is set: without them every run
+# re-does pytest's assertion rewriting of every test file and compiles every module again (~8 s a
+# worker at collection). They go to __pycache__ folders, which git ignores.
+sys.dont_write_bytecode = False
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # `-n auto` runs one worker per core: torch's intra-op threads on top of that only contend

@@ -18,6 +18,9 @@ from clover_cli.engine.loader import load_model
 from realcfg import ACTIVE, CONFIGS, build, released
 from references_fullattn import dream_fast_dllm, dream_generate, llada_fast_dllm, llada_generate
 
+pytestmark = pytest.mark.slow  # CI only: the checkpoints carry the released 126k / 152k vocabularies,
+# so every decode here costs seconds
+
 DREAM_MASK, LLADA_MASK = 151666, 126336
 DREAM_STOPS = (151643, 151645)  # config eos <|endoftext|>, the tokenizer's <|im_end|>
 LLADA_STOPS = (126081, 126348)  # config eos <|endoftext|>, the tokenizer's <|eot_id|>
@@ -64,16 +67,15 @@ def test_dream_attention_is_bidirectional(dream):
     assert not torch.allclose(a[0, 0], b[0, 0])
 
 
-SLOW = pytest.mark.slow  # the wider cases (run in CI): an uncached reference over a 152k vocabulary
 # The matrices are thinned pairwise: every algorithm, mode, threshold and prompt shape appears,
 # not every combination of them (each case costs seconds against the uncached reference).
 
 
 @pytest.mark.parametrize("alg,n,seed,new,steps", [
     ("entropy", 5, 0, 12, 12),
-    pytest.param("maskgit_plus", 5, 0, 24, 24, marks=SLOW),
-    pytest.param("topk_margin", 17, 1, 30, 12, marks=SLOW),  # 2-3 tokens a step
-    pytest.param("entropy", 9, 2, 20, 20, marks=SLOW)])
+    ("maskgit_plus", 5, 0, 24, 24),
+    ("topk_margin", 17, 1, 30, 12),  # 2-3 tokens a step
+    ("entropy", 9, 2, 20, 20)])
 def test_dream_exact_matches_diffusion_generate(dream, alg, n, seed, new, steps):
     lm = dream[1]
     prompt = _prompt(n, seed)
@@ -84,7 +86,6 @@ def test_dream_exact_matches_diffusion_generate(dream, alg, n, seed, new, steps)
     assert list(ours.token_ids) == ref
 
 
-@SLOW
 @pytest.mark.parametrize("seed", [0])
 def test_dream_exact_default_is_the_checkpoints_generation_config(dream, seed):
     """generation_config.json (the released file) says alg origin (random transfers), eps 1e-3
@@ -105,8 +106,8 @@ def test_dream_exact_default_is_the_checkpoints_generation_config(dream, seed):
 @pytest.mark.parametrize("mode,threshold,n,seed,new", [
     ("dual", 0.9, 12, 2, 20),
     ("prefix", 0.5, 12, 2, 20),
-    pytest.param("dual", 0.5, 33, 1, 64, marks=SLOW),  # two blocks
-    pytest.param("prefix", 0.9, 5, 0, 40, marks=SLOW)])  # a budget inside the second block
+    ("dual", 0.5, 33, 1, 64),  # two blocks
+    ("prefix", 0.9, 5, 0, 40)])  # a budget inside the second block
 def test_dream_fast_dllm_matches_its_reference(dream, mode, threshold, n, seed, new):
     lm = dream[1]
     prompt = _prompt(n, seed)
@@ -117,7 +118,6 @@ def test_dream_fast_dllm_matches_its_reference(dream, mode, threshold, n, seed, 
     assert list(ours.token_ids) == ref
 
 
-@SLOW  # top-p over the whole vocabulary at every position; the sampler is the same in prefix mode
 @pytest.mark.parametrize("mode", ["dual"])
 def test_dream_fast_dllm_sampled_matches_seeded_reference(dream, mode):
     lm = dream[1]
@@ -131,7 +131,7 @@ def test_dream_fast_dllm_sampled_matches_seeded_reference(dream, mode):
     assert list(ours.token_ids) == ref
 
 
-@pytest.mark.parametrize("n,seed,new,steps", [(11, 2, 32, 16), pytest.param(20, 1, 40, 32, marks=SLOW)])
+@pytest.mark.parametrize("n,seed,new,steps", [(11, 2, 32, 16), (20, 1, 40, 32)])
 def test_llada_exact_matches_its_generate(llada, n, seed, new, steps):
     lm = llada[1]
     prompt = _prompt(n, seed)
@@ -144,9 +144,9 @@ def test_llada_exact_matches_its_generate(llada, n, seed, new, steps):
 
 @pytest.mark.parametrize("mode,threshold,n,seed,new", [
     ("prefix", 0.9, 5, 0, 40),
-    pytest.param("dual", 0.5, 5, 0, 40, marks=SLOW),
-    pytest.param("dual", 0.9, 33, 1, 64, marks=SLOW),
-    pytest.param("prefix", 0.5, 33, 1, 64, marks=SLOW)])
+    ("dual", 0.5, 5, 0, 40),
+    ("dual", 0.9, 33, 1, 64),
+    ("prefix", 0.5, 33, 1, 64)])
 def test_llada_fast_dllm_matches_its_reference(llada, mode, threshold, n, seed, new):
     lm = llada[1]
     prompt = _prompt(n, seed)
@@ -157,7 +157,6 @@ def test_llada_fast_dllm_matches_its_reference(llada, mode, threshold, n, seed, 
     assert list(ours.token_ids) == ref
 
 
-@SLOW  # Gumbel noise over the whole vocabulary at every position; prefix mode samples as dual does
 @pytest.mark.parametrize("mode", ["dual", "exact"])
 def test_llada_sampled_matches_seeded_reference(llada, mode):
     lm = llada[1]
@@ -174,7 +173,6 @@ def test_llada_sampled_matches_seeded_reference(llada, mode):
     assert list(ours.token_ids) == ref
 
 
-@SLOW  # ~25 s: it decodes every kind of case again
 def test_the_cases_are_not_vacuous(dream, llada):
     """Some runs end on EOS inside the budget; the cached modes commit several tokens per
     forward; and the approximate modes do differ from exact somewhere (else nothing is tested

@@ -136,16 +136,15 @@ def test_ar_hybrid_equals_transformers_greedy_generate(models, kind, n):
 
 
 EOS_CASE = ("qwen3_next", 8, 0.95, 13)  # ends on a committed EOS inside its second block
-QUICK = [EOS_CASE]
 # each kind at each block size, the thresholds alternating, the prompt length 5 (inside the first
 # block), 13, 16 or 21 (whole blocks plus a tail): thinned pairwise, as each case decodes against
 # an uncached recompute
-SLOW = [("qwen3_5_moe", 4, 0.5, 16), ("qwen3_5_moe", 8, 0.5, 13), ("qwen3_5_moe", 32, 0.95, 16),
-        ("qwen3_next", 4, 0.95, 5), ("qwen3_next", 32, 0.5, 21)]
+CASES = [("qwen3_5_moe", 4, 0.5, 16), ("qwen3_5_moe", 8, 0.5, 13), ("qwen3_5_moe", 32, 0.95, 16),
+         ("qwen3_next", 4, 0.95, 5), EOS_CASE, ("qwen3_next", 32, 0.5, 21)]
 
 
-@pytest.mark.parametrize("kind,B,threshold,n", QUICK + [pytest.param(*c, marks=pytest.mark.slow)
-                                                         for c in SLOW if c not in QUICK])
+@pytest.mark.slow  # each case decodes against an uncached recompute on the released layer layout
+@pytest.mark.parametrize("kind,B,threshold,n", CASES)
 def test_block_decoding_equals_uncached_recompute(models, kind, B, threshold, n):
     lm = models(kind)
     prompt = _prompt(n)
@@ -172,7 +171,8 @@ def _state(cache) -> list[torch.Tensor]:
     return tensors
 
 
-@pytest.mark.parametrize("kind", ["qwen3_5_moe", pytest.param("qwen3_next", marks=pytest.mark.slow)])
+@pytest.mark.slow  # the tiny hybrid's quick check: tests/engine/test_hybrid.py
+@pytest.mark.parametrize("kind", KINDS)
 def test_denoise_steps_leave_the_gdn_state_bitwise_and_a_fused_commit_keeps_only_the_block(models, kind):
     lm = models(kind)
     B = 8

@@ -16,6 +16,9 @@ from clover_cli.engine.loader import load_model
 from realcfg import ACTIVE, build, released
 from references import llada2_generate
 
+pytestmark = pytest.mark.slow  # CI only: the checkpoint carries the released 157,184-token vocabulary,
+# so every decode here costs seconds
+
 EOS = 156892
 MASK = 156895
 
@@ -41,7 +44,6 @@ def test_llada2_loads_as_its_family(llada2):
     assert type(lm.model.model.layers[0].mlp).__name__ == "MLP"  # first_k_dense_replace = 1
 
 
-@pytest.mark.slow  # ~15 s: an uncached reference over a 157,184-token vocabulary
 @pytest.mark.parametrize("n,seed,threshold", [(5, 0, 0.95), (32, 1, 0.5), (40, 2, 0.5)])
 def test_llada2_matches_its_reference(llada2, threshold, n, seed):
     lm = llada2[1]
@@ -55,9 +57,9 @@ def test_llada2_matches_its_reference(llada2, threshold, n, seed):
 
 @pytest.mark.parametrize("budget,n,seed,threshold", [  # each case differs on a one-per-step rule
     (5, 32, 1, 0.95),
-    pytest.param(8, 6, 5, 0.95, marks=pytest.mark.slow),
-    pytest.param(16, 40, 2, 0.95, marks=pytest.mark.slow),
-    pytest.param(31, 10, 4, 0.95, marks=pytest.mark.slow)])  # two blocks, both on the 31-step schedule
+    (8, 6, 5, 0.95),
+    (16, 40, 2, 0.95),
+    (31, 10, 4, 0.95)])  # two blocks, both on the 31-step schedule
 def test_llada2_small_budgets_follow_its_step_schedule(llada2, budget, n, seed, threshold):
     """A budget under 32 caps the reference's steps per block at the budget, so each step commits
     at least its share of the block (budget 5: 7, 7, 6, 6, 6; engine/transfer_schedule.py)."""
@@ -87,7 +89,7 @@ EDITS = {"missing": lambda w: w.pop("model.layers.1.mlp.experts.7.up_proj.weight
     ("missing", False), ("shape", False),
     # once in a real interpreter: the model is built and its weights read before the error, and
     # anything that prints on the real stderr meanwhile would make it more than one line
-    pytest.param("missing", True, marks=pytest.mark.slow)], ids=["missing", "shape", "missing-process"])
+    ("missing", True)], ids=["missing", "shape", "missing-process"])
 def test_missing_or_misshaped_tensor_is_one_line(llada2, tmp_path, clover, case, real_process):
     src = llada2[0]
     weights = load_file(str(src / "model.safetensors"))

@@ -14,6 +14,9 @@ from realcfg import build, released
 from references import llada21_generate, llada2_generate
 from test_llada2 import EOS, MASK, _prompt
 
+pytestmark = pytest.mark.slow  # CI only: the checkpoint carries the released 157,184-token vocabulary,
+# so every decode here costs seconds
+
 
 @pytest.fixture(scope="module")
 def llada2(tmp_path_factory):
@@ -39,12 +42,11 @@ def _edit_cfg(budget, threshold, editing_threshold, post=16, **kw):
 
 
 @pytest.mark.parametrize("n,seed,budget,threshold,editing_threshold,post", [
-    pytest.param(5, 0, 12, 0.5, 0.5, 16, marks=pytest.mark.slow),  # (the quick tier's edit check:
-    # test_an_edit_shows_in_the_denoise_view_...; each case here costs seconds of reference decode)
-    pytest.param(40, 2, 40, 0.7, 0.5, 16, marks=pytest.mark.slow),  # the model card's Q mode, two blocks
-    pytest.param(10, 4, 40, 0.95, 0.9, 16, marks=pytest.mark.slow),  # the generate's defaults
-    pytest.param(10, 4, 40, 0.95, 0.5, 0, marks=pytest.mark.slow),  # edits only while filling
-    pytest.param(32, 1, 40, 0.95, 0.5, 3, marks=pytest.mark.slow)])
+    (5, 0, 12, 0.5, 0.5, 16),
+    (40, 2, 40, 0.7, 0.5, 16),  # the model card's Q mode, two blocks
+    (10, 4, 40, 0.95, 0.9, 16),  # the generate's defaults
+    (10, 4, 40, 0.95, 0.5, 0),  # edits only while filling
+    (32, 1, 40, 0.95, 0.5, 3)])  # at most 3 editing steps after the block is filled
 def test_llada21_editing_matches_its_reference(llada2, n, seed, budget, threshold, editing_threshold,
                                                post):
     lm = llada2[1]
@@ -95,7 +97,6 @@ def test_a_llada21_checkpoint_edits_by_default_and_llada20_does_not(llada2, llad
     assert as_21.token_ids != as_20.token_ids
 
 
-@pytest.mark.slow  # ~12 s
 def test_llada21_prefix_reuse_gives_the_ids_of_a_cold_run(llada2):
     lm = llada2[1]
     cfg = _edit_cfg(12, 0.5, 0.5)
