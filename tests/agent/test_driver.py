@@ -3,6 +3,7 @@ cancel with a bounded wait, failures as events. Real agents on the replay backen
 from __future__ import annotations
 
 import json
+import signal
 import threading
 import time
 
@@ -160,10 +161,19 @@ def test_a_source_without_turn_finished_just_ends(tmp_path):
     assert driver.wait(1) is None and not driver.running and ends == [None]
 
 
-def test_run_reraises_ctrl_c_after_cancelling(tmp_path):
+@pytest.fixture
+def python_sigint():
+    """Python's own Ctrl+C handler, as in a terminal: a worker started from a shell's `&` inherits
+    SIGINT ignored, and then interrupt_main() does nothing (this failed in CI that way)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_run_reraises_ctrl_c_after_cancelling(tmp_path, python_sigint):
     """KeyboardInterrupt while `run` waits: the turn is cancelled and the interrupt goes on."""
     # 50 chunks of 0.2 s: still running when the interrupt comes, however late a loaded machine
-    # runs the timer (a turn that ended first made the interrupt land after the test)
+    # runs the timer (an interrupt landing after the test would stop the whole session)
     agent = _slow_agent(tmp_path, delay=0.2, answer="slow" * 50)
     driver = TurnDriver(agent, grace=2)
     threading.Timer(0.3, lambda: _interrupt_main()).start()
