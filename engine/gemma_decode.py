@@ -180,7 +180,7 @@ class GemmaDecoder:
     def _run(self) -> Iterator:
         from transformers import DynamicCache  # the network's own cache class
 
-        cfg, s, L, V = self.cfg, self.settings, self.L, self.vocab
+        cfg, L, V = self.cfg, self.L, self.vocab
         t0 = time.perf_counter()
         if cfg.seed is not None:
             torch.manual_seed(cfg.seed)  # the global generator: the reference draws from it
@@ -193,7 +193,6 @@ class GemmaDecoder:
         dec_pos = torch.arange(cur, cur + L, dtype=torch.int32, device=dev)[None]  # [1, L]
         seen = torch.ones((1, cur), dtype=torch.bool, device=dev)  # 2-D mask of cached positions
         dec_seen = torch.nn.functional.pad(seen, (0, L), value=True)
-        embed_dtype = decoder.embed_tokens.weight.dtype
         generated: list[int] = []
         steps_per_block: list[int] = []
         finish, first_block = "length", 0.0
@@ -215,40 +214,10 @@ class GemmaDecoder:
             masks = decoder.create_diffusion_decoder_attention_mask(
                 config=self.config, inputs_embeds=canvas.unsqueeze(-1), cache=cache,
                 decoder_attention_mask=dec_seen)
-            argmax, self_cond, history = canvas, None, None
-            steps = 0
-            for step in range(s.max_denoising_steps, 0, -1):
-                if self.cancel is not None and self.cancel.is_set():
-                    finish = "cancelled"
-                    break
-                logits = self._decoder(canvas, self_cond, masks, cache, dec_pos)  # [1, L, V]
-                temp = self._temperature(step)
-                if temp is not None:
-                    logits = logits / temp
-                probs = torch.softmax(logits, dim=-1, dtype=torch.float32)
-                sampled = torch.multinomial(probs.view(-1, V), num_samples=1).view(1, L)
-                argmax = torch.argmax(logits, dim=-1)  # [1, L]: the canvas's draft
-                accepted, entropy = self._accept(logits)
-                kept = torch.where(accepted, sampled, canvas)
-                noise = torch.randint(low=0, high=V, size=(1, L), device=dev)
-                canvas = torch.where(~accepted, noise, kept)
-                done = False
-                if s.adaptive_stop:
-                    stable = True
-                    if s.stability_threshold:
-                        if history is None:
-                            history = [None] * s.stability_threshold
-                        stable = all(h is not None and torch.equal(h, argmax) for h in history)
-                        history = history[1:] + [argmax]
-                    done = stable and bool(entropy.mean(dim=-1)[0] < s.confidence_threshold)
-                self_cond = logits.to(embed_dtype)
-                steps += 1
-                yield DenoiseStep(index, steps, tuple(argmax[0].tolist()), tuple((~accepted[0]).tolist()),
-                                  int(accepted.sum()))
-                if done:
-                    break
+            argmax, steps, cancelled = yield from self._denoise(index, canvas, masks, cache, dec_pos)
             steps_per_block.append(steps)
-            if finish == "cancelled":
+            if cancelled:
+                finish = "cancelled"
                 break
             # 3. the argmax canvas is the output; the next canvas's encoder pass caches it
             new = argmax[0].tolist()
@@ -270,6 +239,45 @@ class GemmaDecoder:
             dec_seen = torch.nn.functional.pad(dec_seen, (0, L), value=True)
             enc_pos, dec_pos = dec_pos, torch.arange(cur, cur + L, dtype=torch.int32, device=dev)[None]
         yield self._result(generated, finish, steps_per_block, t0, first_block)
+
+    def _denoise(self, index: int, canvas, masks, cache, dec_pos):
+        """One canvas's denoise steps, N..1 (yields a DenoiseStep each); returns (the argmax
+        canvas, the steps taken, whether a cancel stopped it). Each step samples every position,
+        keeps the accepted ones and redraws the rest as noise, in the reference's draw order."""
+        s, L, V, dev = self.settings, self.L, self.vocab, self.device
+        embed_dtype = self.model.model.decoder.embed_tokens.weight.dtype
+        argmax, self_cond, history = canvas, None, None
+        steps = 0
+        for step in range(s.max_denoising_steps, 0, -1):
+            if self.cancel is not None and self.cancel.is_set():
+                return argmax, steps, True
+            logits = self._decoder(canvas, self_cond, masks, cache, dec_pos)  # [1, L, V]
+            temp = self._temperature(step)
+            if temp is not None:
+                logits = logits / temp
+            probs = torch.softmax(logits, dim=-1, dtype=torch.float32)
+            sampled = torch.multinomial(probs.view(-1, V), num_samples=1).view(1, L)
+            argmax = torch.argmax(logits, dim=-1)  # [1, L]: the canvas's draft
+            accepted, entropy = self._accept(logits)
+            kept = torch.where(accepted, sampled, canvas)
+            noise = torch.randint(low=0, high=V, size=(1, L), device=dev)
+            canvas = torch.where(~accepted, noise, kept)
+            done = False
+            if s.adaptive_stop:
+                stable = True
+                if s.stability_threshold:
+                    if history is None:
+                        history = [None] * s.stability_threshold
+                    stable = all(h is not None and torch.equal(h, argmax) for h in history)
+                    history = history[1:] + [argmax]
+                done = stable and bool(entropy.mean(dim=-1)[0] < s.confidence_threshold)
+            self_cond = logits.to(embed_dtype)
+            steps += 1
+            yield DenoiseStep(index, steps, tuple(argmax[0].tolist()), tuple((~accepted[0]).tolist()),
+                              int(accepted.sum()))
+            if done:
+                break
+        return argmax, steps, False
 
     def _result(self, generated: list[int], finish: str, steps_per_block: list[int], t0: float,
                 first_block: float) -> GenerationResult:

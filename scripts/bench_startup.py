@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Benchmark: how long until `clover` can answer, against the bare cost of `import torch`.
 
-Issue 29's target (docs/tui.md, "Startup"): time to model-ready <= 1.5 x the bare `import torch`
+The target (docs/tui.md, "Startup"): time to model-ready <= 1.5 x the bare `import torch`
 time on the same machine. Each figure is the median of --runs fresh interpreters, run
 interleaved so machine load hits both alike:
 

@@ -165,100 +165,135 @@ def _say(message: str) -> None:
 
 def _print_events(agent, events, as_json: bool) -> str:
     """Prints the turn's events (approvals already answered); returns the TurnFinished reason."""
-    from clover_cli.agent import events as ev
-    from clover_cli.agent.markup import UNFINISHED_NOTICE, CallTextFilter
-
-    out = sys.stdout
-    at_line_start = True
-    reason = "error"
-    call_args: dict[str, str] = {}
-    markup = CallTextFilter()  # the one rule for hidden call text (docs/agent.md, "Visible text")
-    last_block = 0
-    model_text = StreamCleaner()  # model text arrives in blocks; an escape may straddle two
-
-    def emit(obj: dict) -> None:
-        out.write(json_line(obj) + "\n")
-        out.flush()
-
-    def text(s: str) -> None:  # every text-mode write: never UnicodeEncodeError on stdout
-        nonlocal at_line_start
-        out.write(utf8_safe(s))
-        out.flush()
-        if s:
-            at_line_start = s.endswith("\n")
-
-    def line(s: str) -> None:
-        text(model_text.flush())
-        if not at_line_start:
-            text("\n")
-        text(s + "\n")
-
+    printer = _EventPrinter(agent, as_json)
     for e in events:
+        printer.show(e)
+    return printer.reason
+
+
+class _EventPrinter:
+    """`clover run`'s output of one turn: JSON lines (`--json`) or text on stdout, notes on stderr."""
+
+    def __init__(self, agent, as_json: bool) -> None:
+        from clover_cli.agent.markup import CallTextFilter
+
+        self.agent = agent
+        self.as_json = as_json
+        self.reason = "error"
+        self.at_line_start = True
+        self.call_args: dict[str, str] = {}
+        self.markup = CallTextFilter()  # the one rule for hidden call text (docs/agent.md, "Visible text")
+        self.last_block = 0
+        self.model_text = StreamCleaner()  # model text arrives in blocks; an escape may straddle two
+
+    # -- writing ----------------------------------------------------------------------------------
+    def emit(self, obj: dict) -> None:
+        sys.stdout.write(json_line(obj) + "\n")
+        sys.stdout.flush()
+
+    def text(self, s: str) -> None:  # every text-mode write: never UnicodeEncodeError on stdout
+        sys.stdout.write(utf8_safe(s))
+        sys.stdout.flush()
+        if s:
+            self.at_line_start = s.endswith("\n")
+
+    def line(self, s: str) -> None:
+        self.end_text()
+        self.text(s + "\n")
+
+    def end_text(self) -> None:
+        self.text(self.model_text.flush())
+        if not self.at_line_start:
+            self.text("\n")
+
+    # -- events -----------------------------------------------------------------------------------
+    def show(self, e) -> None:
+        from clover_cli.agent import events as ev
+
         if not isinstance(e, (ev.BlockText, ev.DenoiseProgress, ev.ToolCallProposed)):
-            released = markup.end(called=False)  # the step ended without a call: its text is shown
-            if released.strip() and as_json:
-                emit({"type": "block", "text": released, "raw": "", "block_index": last_block,
-                      "thinking": False, "unfinished_call": True})
-            elif released.strip():
-                text(model_text.feed(released))
-                click.echo(f"note: {UNFINISHED_NOTICE}", err=True)
-        if isinstance(e, ev.ApprovalRequested):
-            answer = e.future.result()  # answered by the driver (_refuse) before it got here
-            feedback = answer.feedback
-            if as_json:
-                emit({"type": "approval", "call_id": e.call_id, "name": e.name, "summary": e.summary,
-                      "decision": answer.decision, "reason": feedback})
-            else:
-                summary = clean_text(e.summary).strip().splitlines()
-                line(f"! {clean_line(e.name)} needs approval; refused (non-interactive run): {summary[0] if summary else ''}")
-        elif isinstance(e, ev.BlockText):
-            if e.thinking:
-                if as_json:
-                    emit({"type": "block", "text": e.text, "raw": e.text, "block_index": e.block_index,
-                          "thinking": True})
-                continue
-            last_block = e.block_index  # every step ends with an event that flushes `markup` (above)
-            shown = markup.feed(e.text)
-            if as_json:  # consumers get the visible text; the model's own text is under "raw"
-                emit({"type": "block", "text": shown, "raw": e.text, "block_index": e.block_index,
-                      "thinking": False})
-            else:  # tool-call markup is shown as the one-line summary instead
-                text(model_text.feed(shown))
-        elif isinstance(e, ev.ToolCallProposed):
-            markup.end(called=True)
-            call_args[e.call_id] = _short(clean_line(json.dumps(dict(e.arguments), ensure_ascii=False, default=str)))
-            if as_json:
-                emit({"type": "tool_call", "call_id": e.call_id, "name": e.name, "arguments": dict(e.arguments)})
-        elif isinstance(e, ev.ToolFinished):
-            if as_json:
-                emit({"type": "tool_result", "call_id": e.call_id, "name": e.name, "ok": e.ok, "output": e.output})
-            else:
-                first = (clean_text(e.output).strip().splitlines() or [""])[0][:100]
-                line(f"> {clean_line(e.name)} {call_args.get(e.call_id, '')} -> {'ok' if e.ok else 'failed'}: {first}")
-        elif isinstance(e, ev.AgentError):
-            if as_json:
-                emit({"type": "error", "message": e.message, "fatal": e.fatal})
-            else:
-                click.echo(f"error: {clean_text(e.message)}", err=True)
-        elif isinstance(e, ev.Notice):
-            click.echo(f"note: {clean_text(e.message)}", err=True)
-        elif isinstance(e, ev.TurnFinished):
-            reason = e.reason
-            if as_json:
-                emit({"type": "turn_end", "reason": e.reason, "final_text": e.final_text, "stats": dict(e.stats),
-                      "session_id": agent.session_id, "changed_files": agent.changed_files})
-            else:
-                text(model_text.flush())
-                if not at_line_start:
-                    text("\n")
-                if e.reason != "done":
-                    click.echo(f"stopped: {e.reason}: {clean_text(e.final_text)}", err=True)
-                s = e.stats
-                click.echo(f"[{e.reason}: {_count(s.get('steps', 0), 'step')}, "
-                           f"{_count(s.get('tool_calls', 0), 'tool call')}, "
-                           f"{_count(s.get('generated_tokens', 0), 'token')}, {s.get('seconds', 0):.1f} s; "
-                           f"session {agent.session_id}]", err=True)
-    return reason
+            self.release_unfinished_call()
+        handler = {ev.ApprovalRequested: self.approval, ev.BlockText: self.block,
+                   ev.ToolCallProposed: self.tool_call, ev.ToolFinished: self.tool_result,
+                   ev.AgentError: self.error, ev.Notice: self.notice,
+                   ev.TurnFinished: self.turn_end}.get(type(e))
+        if handler is not None:
+            handler(e)
+
+    def release_unfinished_call(self) -> None:
+        """The step ended without a call: the text held back as a possible call is shown."""
+        from clover_cli.agent.markup import UNFINISHED_NOTICE
+
+        released = self.markup.end(called=False)
+        if released.strip() and self.as_json:
+            self.emit({"type": "block", "text": released, "raw": "", "block_index": self.last_block,
+                       "thinking": False, "unfinished_call": True})
+        elif released.strip():
+            self.text(self.model_text.feed(released))
+            click.echo(f"note: {UNFINISHED_NOTICE}", err=True)
+
+    def approval(self, e) -> None:
+        answer = e.future.result()  # answered by the driver (_refuse) before it got here
+        if self.as_json:
+            self.emit({"type": "approval", "call_id": e.call_id, "name": e.name, "summary": e.summary,
+                       "decision": answer.decision, "reason": answer.feedback})
+        else:
+            summary = clean_text(e.summary).strip().splitlines()
+            self.line(f"! {clean_line(e.name)} needs approval; refused (non-interactive run): "
+                      f"{summary[0] if summary else ''}")
+
+    def block(self, e) -> None:
+        if e.thinking:
+            if self.as_json:
+                self.emit({"type": "block", "text": e.text, "raw": e.text, "block_index": e.block_index,
+                           "thinking": True})
+            return
+        self.last_block = e.block_index  # every step ends with an event that flushes `markup` (above)
+        shown = self.markup.feed(e.text)
+        if self.as_json:  # consumers get the visible text; the model's own text is under "raw"
+            self.emit({"type": "block", "text": shown, "raw": e.text, "block_index": e.block_index,
+                       "thinking": False})
+        else:  # tool-call markup is shown as the one-line summary instead
+            self.text(self.model_text.feed(shown))
+
+    def tool_call(self, e) -> None:
+        self.markup.end(called=True)
+        self.call_args[e.call_id] = _short(clean_line(json.dumps(dict(e.arguments), ensure_ascii=False,
+                                                                 default=str)))
+        if self.as_json:
+            self.emit({"type": "tool_call", "call_id": e.call_id, "name": e.name, "arguments": dict(e.arguments)})
+
+    def tool_result(self, e) -> None:
+        if self.as_json:
+            self.emit({"type": "tool_result", "call_id": e.call_id, "name": e.name, "ok": e.ok,
+                       "output": e.output})
+        else:
+            first = (clean_text(e.output).strip().splitlines() or [""])[0][:100]
+            self.line(f"> {clean_line(e.name)} {self.call_args.get(e.call_id, '')} -> "
+                      f"{'ok' if e.ok else 'failed'}: {first}")
+
+    def error(self, e) -> None:
+        if self.as_json:
+            self.emit({"type": "error", "message": e.message, "fatal": e.fatal})
+        else:
+            click.echo(f"error: {clean_text(e.message)}", err=True)
+
+    def notice(self, e) -> None:
+        click.echo(f"note: {clean_text(e.message)}", err=True)
+
+    def turn_end(self, e) -> None:
+        self.reason = e.reason
+        if self.as_json:
+            self.emit({"type": "turn_end", "reason": e.reason, "final_text": e.final_text, "stats": dict(e.stats),
+                       "session_id": self.agent.session_id, "changed_files": self.agent.changed_files})
+            return
+        self.end_text()
+        if e.reason != "done":
+            click.echo(f"stopped: {e.reason}: {clean_text(e.final_text)}", err=True)
+        s = e.stats
+        click.echo(f"[{e.reason}: {_count(s.get('steps', 0), 'step')}, "
+                   f"{_count(s.get('tool_calls', 0), 'tool call')}, "
+                   f"{_count(s.get('generated_tokens', 0), 'token')}, {s.get('seconds', 0):.1f} s; "
+                   f"session {self.agent.session_id}]", err=True)
 
 
 def _count(n: int, noun: str) -> str:

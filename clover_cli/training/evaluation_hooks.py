@@ -14,7 +14,7 @@ from clover_cli.training.evaluate import bd_generate
 _CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
 
 # Phrasings that are NOT in requests.json (never seen in training): the held-out eval asks the
-# held-out repositories' requests in these words too (issue 5: "phrasings not in the templates").
+# held-out repositories' requests in these words too ("phrasings not in the templates").
 NOVEL_PHRASES = {
     "show": ["Could you open {X} for me?", "I want to read {X}", "view {X}",
              "give me the contents of {X}"],

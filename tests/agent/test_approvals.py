@@ -61,7 +61,7 @@ def test_nothing_risky_is_ever_remembered():
     assert {c: command_rule(c) for c in never} == {c: "" for c in never}
 
 
-# Each of these was run by a `git status` / `git grep` / ... prefix rule before (issue 26).
+# Each of these would be run by a plain `git status` / `git grep` / ... prefix rule.
 ESCAPES = [
     ("git status ${x:=\\$\\(touch P\\)}${x@P}", "git status"), ("git grep -O'cmd' x", "git grep"),
     ("git grep -Ocmd x", "git grep -n"), ("git diff --output=/any/path", "git diff"),

@@ -1,5 +1,5 @@
 """Damaged state ends in one clear line or a warning, never a traceback or a hang, and what was
-there is kept (issue 37): a session that is a folder or a FIFO, a record without its fields, a
+there is kept: a session that is a folder or a FIFO, a record without its fields, a
 state folder that is a file, a full disk while the session is appended, `replay:/dev/zero`."""
 from __future__ import annotations
 

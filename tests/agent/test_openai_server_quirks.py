@@ -1,5 +1,5 @@
 """The openai: backend against a local stub server that reproduces each defect seen against a
-real llama.cpp server (issue 31): small context + 400, finish_reason "length", in-stream errors,
+real llama.cpp server: small context + 400, finish_reason "length", in-stream errors,
 a template that drops `tools`, the usage chunk, Ctrl+C while streaming, and a proxy."""
 import json
 import subprocess

@@ -1,5 +1,5 @@
 """Text that is not valid UTF-8 (lone surrogates, as a replay file or a server's `\\ud800` escape
-gives) never ends a command with UnicodeEncodeError: every writer prints U+FFFD (issue 37)."""
+gives) never ends a command with UnicodeEncodeError: every writer prints U+FFFD."""
 from __future__ import annotations
 
 import json

@@ -1,7 +1,7 @@
 """`clover ARGS` from the engine tests: in-process by default (click's CliRunner: the command's
 logic without a fresh interpreter and its torch import per call), in a real interpreter where the
 point is the process itself (stray output on the real stderr, a crash, code run at import time);
-those cases are marked slow (issue 30)."""
+those cases are marked slow."""
 from __future__ import annotations
 
 import subprocess

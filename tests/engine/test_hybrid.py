@@ -1,4 +1,4 @@
-"""Issue 8: the Clover-shaped GDN hybrid (Qwen3-Next-shaped, MoE) as a block-diffusion model.
+"""The Clover-shaped GDN hybrid (Qwen3-Next-shaped, MoE) as a block-diffusion model.
 
 Attention layers see the block bidirectionally and the past causally; Gated DeltaNet layers are
 causal and carry history as recurrent + conv state that only a commit forward may change.

@@ -1,4 +1,4 @@
-"""Issue 27: config hygiene, no checkpoint code, and `hf:` downloads (engine/config_hygiene.py,
+"""Config hygiene, no checkpoint code, and `hf:` downloads (engine/config_hygiene.py,
 engine/loader.py, engine/hub.py)."""
 from __future__ import annotations
 

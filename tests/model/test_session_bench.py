@@ -1,4 +1,4 @@
-"""The recorded agent session and its replay (`clover bench --session`, issue 36): the fixture's
+"""The recorded agent session and its replay (`clover bench --session`): the fixture's
 prompts grow by pure extension as the agent encodes them, and the replay reports per-step reuse,
 prefill, identical outputs cold vs warm, trims past the context window, and the targets."""
 from __future__ import annotations

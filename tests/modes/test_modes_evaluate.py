@@ -1,6 +1,6 @@
 """Local evaluation grades as the official SWE-bench harness does, on real-shaped instances.
 
-Each case is a defect the old evaluation had (issue 28): the verdict asserted is the official
+Each case is a defect the old evaluation had: the verdict asserted is the official
 one; where the `swebench` package is installed its own `get_eval_report` grades the same log and
 must agree with Clover's grading (which the test computes itself, independent of which grader
 evaluate_prediction chose).

@@ -89,7 +89,7 @@ def test_preview_is_a_diff_and_writes_nothing(plain_dir):
 
 
 def test_lone_surrogates_are_replaced_never_a_crash(plain_dir):
-    """Issue 26: lone surrogates in a call are replaced (U+FFFD) at the tool boundary, so the
+    """Lone surrogates in a call are replaced (U+FFFD) at the tool boundary, so the
     write and the session log never hit UnicodeEncodeError."""
     from clover_cli.tools.registry import run_tool as _run
     res = _run("write_file", {"path": "s.txt", "content": "a\ud800b"}, plain_dir)

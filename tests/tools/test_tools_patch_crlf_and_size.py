@@ -1,4 +1,4 @@
-"""apply_patch on hostile-review input (issue 37): CRLF patches, patches that empty or fill a file,
+"""apply_patch on hostile-review input: CRLF patches, patches that empty or fill a file,
 and a patch of 10,000 hunks, which must cost CPU time near-linear in its size."""
 from __future__ import annotations
 

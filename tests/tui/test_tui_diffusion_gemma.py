@@ -1,4 +1,4 @@
-"""An agent turn on a tiny DiffusionGemma checkpoint in the TUI (issue 38): the denoise view
+"""An agent turn on a tiny DiffusionGemma checkpoint in the TUI: the denoise view
 shows its steps and the answer's canvases arrive while the turn runs, and the turn ends. Random
 weights: the mechanics are what is tested, not the words."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 38: an agent turn in the TUI on a tiny Dream checkpoint (full-attention diffusion,
+"""An agent turn in the TUI on a tiny Dream checkpoint (full-attention diffusion,
 engine/fullattn_decode.py), built from the released config.json shape with random weights and a
 Qwen-style chat template that carries tools: blocks arrive live, the turn ends, and the status
 line names the decoding mode (docs/tui.md, "Status bar")."""

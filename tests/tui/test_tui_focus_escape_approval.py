@@ -1,4 +1,4 @@
-"""Issue 29, pilot tests: focus never lost, Esc interrupts fast, live tool output, plural text."""
+"""Pilot tests: focus never lost, Esc interrupts fast, live tool output, plural text."""
 from __future__ import annotations
 
 import json

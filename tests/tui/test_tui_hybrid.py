@@ -1,4 +1,4 @@
-"""Issue 38 (part 4): an agent turn in the TUI on a tiny Qwen3.5-MoE hybrid in the released layout
+"""An agent turn in the TUI on a tiny Qwen3.5-MoE hybrid in the released layout
 (tests/engine/conformance/hybrid_real.py), through the in-process engine: its denoise steps and
 committed blocks reach the screen while the turn runs, and the turn ends."""
 from __future__ import annotations

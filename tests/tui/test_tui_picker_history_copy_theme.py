@@ -1,4 +1,4 @@
-"""Issue 29, pilot tests: @ file picker and attachments, persistent history with Ctrl+R, /copy
+"""Pilot tests: @ file picker and attachments, persistent history with Ctrl+R, /copy
 (OSC 52), /theme (remembered), the context meter, the queued first message, compaction summary."""
 from __future__ import annotations
 

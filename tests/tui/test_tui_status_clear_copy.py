@@ -1,4 +1,4 @@
-"""Issue 39's smaller TUI items: the status bar after /model and for unmeasured models, the
+"""Smaller TUI behaviours: the status bar after /model and for unmeasured models, the
 context meter after /clear, toasts that leave the prompt visible, /copy after an interrupt, and no
 session file when nothing was sent."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The TUI's file output survives model text that is not valid UTF-8 (issue 37): /copy of an
+"""The TUI's file output survives model text that is not valid UTF-8: /copy of an
 answer with a lone surrogate sends U+FFFD over OSC 52 and into copied.txt, no crash."""
 from __future__ import annotations
 

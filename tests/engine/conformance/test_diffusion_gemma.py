@@ -1,4 +1,4 @@
-"""Issue 38: DiffusionGemma (`diffusion_gemma`) through our own sampler (engine/gemma_decode.py)
+"""DiffusionGemma (`diffusion_gemma`) through our own sampler (engine/gemma_decode.py)
 on transformers' network: ids equal transformers' own `generate` (it ships in the pinned
 library, so here the reference IS the reference) for several prompts and canvas counts, an early
 EOS and adaptive stopping; events stream per step and per canvas; cancel, the CLI's seed and its

@@ -1,4 +1,4 @@
-"""Issue 27: checkpoints built from the released config.json of each family decode id for id as
+"""Checkpoints built from the released config.json of each family decode id for id as
 the family's own reference generate (tests/engine/conformance/references.py), at the defaults
 and at thresholds 0.95 / 0.5, with EOS-prone weights and budgets that end inside a block."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 38: Dream 7B and LLaDA 1.x (full-attention diffusion) through our own networks and
+"""Dream 7B and LLaDA 1.x (full-attention diffusion) through our own networks and
 engine/fullattn_decode.py, from their released config.json shapes shrunk to 2 layers / width 64:
 `exact` equals each family's own generate id for id, and the Fast-dLLM v1 `prefix` / `dual`
 modes equal Fast-dLLM v1's own generate id for id (references_fullattn.py, written here)."""

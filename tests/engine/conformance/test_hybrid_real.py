@@ -1,4 +1,4 @@
-"""Issue 38 (part 4): the Gated DeltaNet hybrids on the released layout of Qwen3.5-MoE and
+"""The Gated DeltaNet hybrids on the released layout of Qwen3.5-MoE and
 Qwen3-Next (tests/engine/conformance/hybrid_real.py builds them from transformers' defaults).
 
 - AR: a checkpoint without mask_token_id decodes through the engine's AR path, id for id as

@@ -1,4 +1,4 @@
-"""Issue 27: LLaDA2.0 (`llada2_moe`) through our own module (engine/models/llada2.py), from the
+"""LLaDA2.0 (`llada2_moe`) through our own module (engine/models/llada2.py), from the
 LLaDA2.0-mini config (reconstructed, see configs/README.md) shrunk to 2 layers / width 64 with
 its 256 experts, grouped routing and shared expert kept: ids equal to an independent decoder
 written from inclusionAI's generate; a missing or mis-shaped tensor is one error line."""
@@ -133,7 +133,7 @@ def test_llada2_refuses_a_rope_scaling_it_does_not_implement(llada2, tmp_path, s
 
 
 def test_dream_and_llada1_are_families_now_not_refusals():
-    """Issue 38 replaced the refusal: Dream and LLaDA 1.x are full-attention families decoded by
+    """Dream and LLaDA 1.x are full-attention families (no longer refused), decoded by
     engine/fullattn_decode.py (tests/engine/conformance/test_fullattn.py proves their tokens)."""
     from clover_cli.engine.families import detect_family
 

@@ -1,4 +1,4 @@
-"""Issue 38: LLaDA2.1's token-editing decode (engine/edit_decode.py) on the tiny LLaDA2 checkpoint
+"""LLaDA2.1's token-editing decode (engine/edit_decode.py) on the tiny LLaDA2 checkpoint
 (LLaDA2.1 keeps LLaDA2.0's network and config): ids equal to an independent decoder written from
 inclusionAI's LLaDA2.1 generate (references.py::llada21_generate), with edits actually made; on
 by default for a checkpoint named LLaDA2.1, off (LLaDA2.0's decode, unchanged) otherwise."""
