@@ -56,8 +56,10 @@ def _started(tag: str, deadline: float = 30) -> list[int]:
     raise AssertionError(f"the command did not start: {_pids(tag)}")
 
 
-@pytest.mark.parametrize("sig, sandbox", [(signal.SIGKILL, "off"), (signal.SIGTERM, "off"),
-                                          (signal.SIGHUP, "off"), (signal.SIGKILL, "auto")])
+@pytest.mark.parametrize("sig, sandbox", [  # real processes, ~1.2 s each: one in the quick tier
+    (signal.SIGKILL, "off"), pytest.param(signal.SIGTERM, "off", marks=pytest.mark.slow),
+    pytest.param(signal.SIGHUP, "off", marks=pytest.mark.slow),
+    pytest.param(signal.SIGKILL, "auto", marks=pytest.mark.slow)])
 def test_killing_clover_kills_its_commands(tmp_path, sig, sandbox):
     repo = make_repo(tmp_path / "repo", git=True)
     tag = f"10{int(sig)}{len(sandbox)}"  # a sleep length of its own per case

@@ -232,6 +232,7 @@ def _modules_after(code: str) -> set[str]:
     return set(out.stdout.split())
 
 
+@pytest.mark.slow  # what a fresh interpreter imports (docs/design.md, "Tests")
 def test_load_and_decode_tiny_import_no_transformers():
     """The whole bundled-model path (tokenizer, load, a chat render and a decode, the agent's
     backend over it) runs on our own network, cache and tokenizer: neither transformers (its

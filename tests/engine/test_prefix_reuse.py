@@ -58,8 +58,13 @@ def _second_prompt(case: str, first: list[int], kept: list[int], B: int) -> tupl
     return [first[0] + 1] + first[1:] + fresh, 0  # differs at position 0
 
 
-@pytest.mark.parametrize("case", CASES)
-@pytest.mark.parametrize("family", FAMILIES)
+# every family on the two cases an agent step makes (extends, mid_block); the other cases on one
+# diffusion and one recurrent family in the quick tier, on every family in CI
+MATRIX = [pytest.param(f, c, marks=() if c in ("extends", "mid_block") or f in ("clover", "hybrid")
+                       else pytest.mark.slow, id=f"{f}-{c}") for f in FAMILIES for c in CASES]
+
+
+@pytest.mark.parametrize("family,case", MATRIX)
 def test_reuse_gives_the_ids_of_a_cold_run(models, family, case):
     lm = models(family)
     B = _grid(lm)
