@@ -229,6 +229,29 @@ async def test_ctrl_c_during_approval_denies_and_cancels(repo):
         assert app.chat.agent.backend.calls == 1  # the model was not asked again
 
 
+async def test_ctrl_c_cancels_the_agent_before_the_approval_answer_wakes_it(repo):
+    """The "no" wakes the agent thread at once; if the cancel came after it, the agent could ask
+    the model again in between (a race a loaded machine hit)."""
+    app = make_app(repo, [EDIT, "never reached"])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_ready(pilot)
+        await submit(pilot, "say hi instead")
+        await wait_for(pilot, lambda: app.chat.approval is not None, what="the approval dialog")
+        request, _ = app.chat.approval
+        agent, seen = app.chat.agent, []
+        answer = request.future.set_result
+
+        def set_result(value):
+            seen.append(agent._cancel.is_set())
+            answer(value)
+
+        request.future.set_result = set_result
+        await pilot.press("ctrl+c")
+        await wait_idle(pilot)
+        assert seen and all(seen), seen
+        assert "Interrupted." in notices(app)
+
+
 async def test_failed_model_switch_keeps_the_loaded_model(repo):
     app = make_app(repo, ["still here"])
     async with app.run_test(size=(80, 24)) as pilot:

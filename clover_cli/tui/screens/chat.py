@@ -315,14 +315,16 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
         if quit_on_second:
             self._quit_armed_until = now + QUIT_WINDOW_SECONDS
         again = " (Ctrl+C again to quit)" if quit_on_second else ""
+        running = self.busy in ("generating", "compacting") and self.agent is not None
+        if running:  # cancel before the approval's "no" wakes the agent: else it may go on
+            self.interrupted_at, self.stopped_at = time.perf_counter(), None
+            self._cancel_running()
         if self.approval is not None:
             request, screen = self.approval
             screen.dismiss(ev.ApprovalAnswer("no", "Interrupted by the user."))
         if self.queued and self.busy != "loading":
             self.drop_queued("interrupted")
-        if self.busy in ("generating", "compacting") and self.agent is not None:
-            self.interrupted_at, self.stopped_at = time.perf_counter(), None
-            self._cancel_running()
+        if running:
             self.status.set(busy="interrupting")
             self.set_hint(f"Interrupting…{again}", QUIT_WINDOW_SECONDS)
         elif quit_on_second:
@@ -336,11 +338,12 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
                 return
 
     def stop_agent(self) -> None:
-        """Cancel a running turn and answer a pending approval, so worker threads can end."""
-        if self.approval is not None and not self.approval[0].future.done():
-            self.approval[0].future.set_result(ev.ApprovalAnswer("no", "The user quit."))
+        """Cancel a running turn and answer a pending approval, so worker threads can end (in
+        that order: an agent woken by the "no" before the cancel would ask the model again)."""
         if self.agent is not None and self.busy:
             self._cancel_running()
+        if self.approval is not None and not self.approval[0].future.done():
+            self.approval[0].future.set_result(ev.ApprovalAnswer("no", "The user quit."))
 
     def _cancel_running(self) -> None:
         """The driver's cancel when a turn or compaction runs (it also answers a pending
