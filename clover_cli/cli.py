@@ -10,7 +10,7 @@ import importlib
 
 import click
 
-from clover_cli.commands.options import (approval_option, diffusion_mode_option, model_option,
+from clover_cli.commands.options import (approval_option, diffusion_mode_option, model_option, placement_options,
                                          root_option, session_options, threshold_option)
 
 # name -> (module under clover_cli.commands, attribute, one-line help)
@@ -56,6 +56,7 @@ class LazyGroup(click.Group):
 @approval_option()
 @threshold_option()
 @diffusion_mode_option()
+@placement_options()
 @session_options()
 @click.version_option(package_name="clover-cli", prog_name="clover")
 @click.pass_context

@@ -11,7 +11,8 @@ gets its settings from `load_settings`, which merges, later ones winning:
    (`openai:...`, anything with `://`), which would send the prompts and the API key elsewhere,
    unless the user file names the same model. An untrusted repository's file is not even opened;
    a warning names `clover trust`;
-4. the command-line flags.
+4. the environment: CLOVER_DEVICE and CLOVER_DTYPE;
+5. the command-line flags.
 
 Each value is checked once, by `CloverConfig.__post_init__`, and a bad value names the file or
 flag it came from. Example file::
@@ -22,6 +23,9 @@ flag it came from. Example file::
     test_cmd = "tox -e py311 -- {test}"   # `clover fix`'s test command (docs/modes.md)
     cache_mb = 2048           # memory for earlier requests' caches (prefix reuse; 0: off;
                               # default a quarter of free memory; never from a repository)
+    device = "auto"           # auto | cpu | cuda | cuda:N | mps; $CLOVER_DEVICE beats the file
+    dtype = "auto"            # auto | float32 | bfloat16 | float16; $CLOVER_DTYPE likewise
+                              # (device and dtype never from a repository; docs/engine.md "Placement")
 
 Only the standard library and two constant modules (the approval modes from
 clover_cli/agent/config.py, the threshold and its check from engine/config.py) are imported here,
@@ -38,10 +42,15 @@ from typing import Any, Iterable, Mapping
 
 from clover_cli.agent.config import APPROVAL_MODES, APPROVAL_ORDER, DEFAULT_APPROVAL
 from clover_cli.engine.config import DEFAULT_THRESHOLD, check_threshold
+from clover_cli.engine.placement import (DEVICE_ENV, DTYPE_ENV, PlacementError, check_device_text,
+                                         check_dtype_text)
 from clover_cli.trust import TrustStore, config_home
 
 MAX_CONFIG_BYTES = 256 * 1024
-KEYS = ("model", "approval", "threshold", "test_cmd", "cache_mb")
+KEYS = ("model", "approval", "threshold", "test_cmd", "cache_mb", "device", "dtype")
+# the machine's resources are the user's to give: a repository's file may not set these
+USER_ONLY = ("cache_mb", "device", "dtype")
+ENV_KEYS = {"device": DEVICE_ENV, "dtype": DTYPE_ENV}  # environment beats the files, flags beat it
 
 
 class ConfigError(ValueError):
@@ -57,6 +66,8 @@ class CloverConfig:
     threshold: float = DEFAULT_THRESHOLD
     test_cmd: str | None = None
     cache_mb: float | None = None  # None: the engine's default (docs/engine.md, "Prefix reuse")
+    device: str = "auto"  # auto | cpu | cuda | cuda:N | mps (docs/engine.md, "Placement")
+    dtype: str = "auto"  # auto | float32 | bfloat16 | float16
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -74,6 +85,11 @@ class CloverConfig:
                                           or not isinstance(self.cache_mb, (int, float))
                                           or not 0 <= self.cache_mb < float("inf")):
             raise ConfigError(f"cache_mb must be a number of MiB >= 0, got {self.cache_mb!r}")
+        try:
+            object.__setattr__(self, "device", check_device_text(self.device))
+            object.__setattr__(self, "dtype", check_dtype_text(self.dtype))
+        except PlacementError as exc:
+            raise ConfigError(str(exc)) from None
 
 
 DEFAULT_MODEL = CloverConfig.model
@@ -167,10 +183,12 @@ def _repo_layer(root: Path, merged: dict[str, Any], user: dict[str, Any], warnin
                         f"mode but never raise it (yours is {merged['approval']!r}; pass --approval "
                         "or set it in your own config file to change it)")
         data.pop("approval")
-    if "cache_mb" in data:  # the machine's memory is the user's to give, not a repository's
-        warnings.append(f"{path}: cache_mb ignored: a repository may not size Clover's memory use; "
-                        "pass --cache-mb or set it in your own config file")
-        data.pop("cache_mb")
+    for key in USER_ONLY:  # the machine's memory and devices are the user's to give
+        if key in data:
+            warnings.append(f"{path}: {key} ignored: a repository may not choose Clover's memory use, "
+                            f"device or precision; pass --{key.replace('_', '-')} or set it in your own "
+                            "config file")
+            data.pop(key)
     model = data.get("model")
     if model is not None and is_remote_model(model) and model.strip() != str(user.get("model", "")).strip():
         warnings.append(f"{path}: model = {model!r} ignored: a repository may not send your prompts and "
@@ -220,6 +238,12 @@ def load_settings(root: Path | str | None = None, flags: Mapping[str, Any] | Non
                     repo = _repo_layer(root, merged, user, warnings)
                     merged.update(repo)
                     sources.update({k: "repository" for k in repo})
+    for key, variable in ENV_KEYS.items():
+        value = os.environ.get(variable, "").strip()
+        if value and key not in flags:
+            _check({**merged, key: value}, f"${variable}")
+            merged[key] = value
+            sources[key] = "env"
     for key, value in flags.items():
         _check({**merged, key: value}, f"--{key.replace('_', '-')}")
         merged[key] = value

@@ -21,6 +21,8 @@ from typing import Any
 from . import hub
 from .config_hygiene import ConfigError, clean_config, engine_attention
 from .families import Family, FamilyError, detect_family
+from .fit import check_fit
+from .placement import Placement, PlacementError, probe_machine, resolve_placement
 from .load_common import ModelLoadError, one_line as _one_line, quiet_transformers as _quiet_transformers
 from .load_common import use_native as _use_native
 from .spec import ModelSpec, SpecError, parse_spec
@@ -57,6 +59,17 @@ class LoadedModel:
     @property
     def device(self):
         return next(self.model.parameters()).device
+
+    @property
+    def placement(self) -> Placement:
+        """Where the model runs (engine/placement.py): chosen at load, else read off its weights."""
+        chosen = self.extra.get("placement")
+        if chosen is not None:
+            return chosen
+        param = next(self.model.parameters())
+        device = str(param.device) if param.device.type != "cuda" else f"cuda:{param.device.index or 0}"
+        return Placement(device, str(param.dtype).replace("torch.", ""),
+                         "CPU" if device == "cpu" else device)
 
     @property
     def template_supports_tools(self) -> bool:
@@ -166,8 +179,29 @@ def _pick_dtype(dtype: Any, device: Any):
     return torch.bfloat16 if str(device).startswith("cuda") else torch.float32
 
 
+def placement_for(device: Any, dtype: Any) -> Placement:
+    """The Placement of a device / dtype choice (strings, torch objects or None: the environment,
+    else auto; engine/placement.py); ModelLoadError (one line) when this machine cannot honour it."""
+    if isinstance(device, Placement):
+        return device
+    text_dtype = None if dtype is None else str(dtype).replace("torch.", "")
+    try:
+        return resolve_placement(None if device is None else str(device), text_dtype)
+    except PlacementError as exc:
+        raise ModelLoadError(str(exc)) from None
+
+
 def _load_directory(directory: Path, name: str, *, device: Any, dtype: Any,
                     block_size: int | None, native: bool | None = None) -> LoadedModel:
+    placement = placement_for(device, dtype)
+    lm = _load_placed(directory, name, placement, block_size=block_size, native=native)
+    lm.extra["placement"] = placement
+    return lm
+
+
+def _load_placed(directory: Path, name: str, placement: Placement, *, block_size: int | None,
+                 native: bool | None) -> LoadedModel:
+    device, dtype = placement.device, placement.dtype
     raw = _read_config(directory)
     try:
         family = detect_family(raw, block_size=block_size)
@@ -178,6 +212,12 @@ def _load_directory(directory: Path, name: str, *, device: Any, dtype: Any,
         fields = clean_config(raw)
     except ConfigError as exc:
         raise ModelLoadError(f"{name}: {exc}") from None
+    try:  # before any tensor is read (engine/fit.py)
+        check_fit(directory, raw, placement, probe_machine(), name)
+    except PlacementError as exc:
+        raise ModelLoadError(str(exc)) from None
+    except ValueError as exc:  # a header that is not safetensors'
+        raise ModelLoadError(f"{name}: cannot read the weights: {exc}") from None
     if family.name == "diffusion_gemma":  # transformers' network, our sampler (engine/gemma_load.py)
         return _load_diffusion_gemma(directory, name, raw, family, fields, device, dtype, native)
     if family.name == "llada2":  # no transformers class: our own module (engine/models/llada2.py)
@@ -315,7 +355,11 @@ def load_model(spec: str | ModelSpec | None, *, device: Any = None, dtype: Any =
     afterwards. Whatever transformers prints while loading goes to stderr. offline: never download an `hf:` spec (as
     HF_HUB_OFFLINE=1 does). native: run Qwen3/Qwen2-shaped checkpoints on our own module
     (engine/models/qwen.py, no transformers modelling code) and the tokenizer on the `tokenizers`
-    library (engine/tokenizer.py); None: unless CLOVER_NATIVE_MODELS=0. Neither imports transformers."""
+    library (engine/tokenizer.py); None: unless CLOVER_NATIVE_MODELS=0. Neither imports transformers.
+    device / dtype: `auto`, `cpu`, `cuda[:N]`, `mps` / `auto`, `float32`, `bfloat16`, `float16`
+    (or torch objects); None: $CLOVER_DEVICE / $CLOVER_DTYPE, else auto (engine/placement.py).
+    A checkpoint whose weights do not fit the device's free memory is refused before any tensor
+    is read (engine/fit.py)."""
     with contextlib.redirect_stdout(sys.stderr):
         return _load_spec(spec, device=device, dtype=dtype, block_size=block_size,
                           offline=offline, native=native)
@@ -342,5 +386,8 @@ def _load_spec(spec: str | ModelSpec | None, *, device: Any, dtype: Any,
         return _load_directory(directory, f"hf:{parsed.value}", device=device, dtype=dtype,
                                block_size=block_size, native=native)
     if parsed.kind == "smollm2":
-        return _load_gguf(smollm2_gguf(), "smollm2", device=device, dtype=dtype)
+        placement = placement_for(device, dtype)
+        lm = _load_gguf(smollm2_gguf(), "smollm2", device=placement.device, dtype=placement.dtype)
+        lm.extra["placement"] = placement
+        return lm
     raise ModelLoadError(f"{parsed}: not an in-process model spec (the agent handles {parsed.kind}:)")

@@ -167,6 +167,8 @@ class Agent(AgentControls, ContextFitting):
             yield from self._fit_context()
             run.stats.context_tokens = self.backend.count_tokens(self._messages, self.tools)
             run.stats.context_window = self.config.context_window or self.backend.context_window
+            info = self.backend.info
+            run.stats.placement = {k: info[k] for k in ("device", "dtype", "weight_format") if k in info}
             completion = None
             for item in self.backend.stream(self._messages, self.tools,
                                             max_new_tokens=self.config.max_new_tokens, cancel=self._cancel):

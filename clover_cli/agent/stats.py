@@ -29,6 +29,7 @@ class TurnStats:
     prefilled_tokens: int = 0
     first_block_seconds: float = 0.0
     model_calls: list[dict] = field(default_factory=list)
+    placement: dict = field(default_factory=dict)  # in-process models: device, dtype, weight_format
     started: float = field(default_factory=time.perf_counter)
 
     def add_model(self, s: dict) -> None:
@@ -61,4 +62,5 @@ class TurnStats:
             "reused_tokens": self.reused_tokens, "prefilled_tokens": self.prefilled_tokens,
             "first_block_seconds": round(self.first_block_seconds, 4),
             "model_calls": [dict(c) for c in self.model_calls],
+            **dict(self.placement),
         }

@@ -10,6 +10,8 @@ import sys
 
 import click
 
+from clover_cli.commands.options import DEVICE_HELP, DTYPE_HELP
+
 
 @click.command("acp")
 @click.option("--model", "model", default=None,
@@ -21,16 +23,18 @@ import click
 @click.option("--context-window", type=click.IntRange(256), default=None, help="The model's context window in tokens.")
 @click.option("--cache-mb", type=click.FloatRange(min=0), default=None, metavar="MIB",
               help="MiB kept for earlier requests' caches (prefix reuse; 0: off; default: a quarter of free memory).")
-def acp(model, approval, threshold, api_key_env, context_window, cache_mb) -> None:
+@click.option("--device", default=None, metavar="DEVICE", help=DEVICE_HELP)
+@click.option("--dtype", default=None, metavar="DTYPE", help=DTYPE_HELP)
+def acp(model, approval, threshold, api_key_env, context_window, cache_mb, device, dtype) -> None:
     """Serve the agent over ACP (JSON-RPC on stdio) until the editor closes the connection."""
     import asyncio
     import os
 
-    from clover_cli.commands.options import chosen_threshold
+    from clover_cli.commands.options import chosen_threshold, placement_of
     from clover_cli.config import ConfigError, load_settings
 
     try:
-        settings = load_settings(None)  # the user's file only: the repository comes per session
+        settings = load_settings(None, {"device": device, "dtype": dtype})  # the user's file only
     except ConfigError as e:
         click.echo(f"clover acp: error: {e}", err=True)
         sys.exit(2)
@@ -45,6 +49,7 @@ def acp(model, approval, threshold, api_key_env, context_window, cache_mb) -> No
         from clover_cli.tools.sandbox_env import register_secret_env
 
         register_secret_env(api_key_env)  # its value never reaches a sandboxed command, by any name
+    opts.update(placement_of(settings))  # --device / --dtype (docs/engine.md "Placement")
     cache_mb = defaults.cache_mb if cache_mb is None else cache_mb
     if cache_mb is not None:
         opts["cache_mb"] = cache_mb

@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from clover_cli.commands.options import placement_options
 from clover_cli.engine.config import DEFAULT_THRESHOLD, check_threshold
 
 
@@ -41,6 +42,7 @@ def _thresholds(ctx, param, value: str) -> list[float]:
 @click.option("--decode-tokens", type=click.IntRange(1, 4096), default=32, show_default=True,
               help="--session: tokens decoded at each step.")
 @click.option("--check", is_flag=True, help="--session: exit 1 when a target fails.")
+@placement_options()
 def bench(model_spec, prompts_file, thresholds, max_new_tokens, offline, as_json, plot_path,
           session_file, steps, decode_tokens, check) -> None:
     """Measure TPF, speed and quality: AR mode vs block diffusion, interleaved per prompt."""
@@ -73,8 +75,10 @@ def bench(model_spec, prompts_file, thresholds, max_new_tokens, offline, as_json
             click.echo(f"\r{msg}  ", nl=False, err=True)
 
     report = run_bench(lm, prompts, thresholds, max_new_tokens, progress)
+    report["placement"] = lm.placement.as_dict()  # device, dtype, weight format (docs/engine.md)
     if not as_json:
         click.echo("", err=True)
+        click.echo(f"placement: {lm.placement.label()} ({lm.placement.device_name})")
     if plot_path is not None:
         plot(report, plot_path)
     click.echo(json.dumps(report) if as_json else format_table(report))
@@ -106,8 +110,10 @@ def _session(model_spec, fixture, steps, decode_tokens, check, offline, as_json)
     except ValueError as exc:
         click.echo(f"\nclover: error: {exc}", err=True)
         sys.exit(2)
+    report["placement"] = lm.placement.as_dict()
     if not as_json:
         click.echo("", err=True)
+        click.echo(f"placement: {lm.placement.label()} ({lm.placement.device_name})")
     click.echo(json.dumps(report) if as_json else format_report(report))
     if check and any(t["ok"] is False for t in report["targets"].values()):
         sys.exit(1)

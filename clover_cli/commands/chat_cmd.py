@@ -12,7 +12,8 @@ import click
 
 from clover_cli.commands.options import (approval_option, cache_mb_option, command_line,
                                          diffusion_mode_option, model_option, root_option,
-                                         session_options, threshold_option, chosen_threshold)
+                                         placement_of, placement_options, session_options,
+                                         threshold_option, chosen_threshold)
 
 
 @click.command("chat")
@@ -22,6 +23,7 @@ from clover_cli.commands.options import (approval_option, cache_mb_option, comma
 @threshold_option()
 @cache_mb_option()
 @diffusion_mode_option()
+@placement_options()
 @session_options()
 @click.pass_context
 def chat(ctx: click.Context) -> None:
@@ -29,7 +31,7 @@ def chat(ctx: click.Context) -> None:
 
     Settings come from ~/.config/clover/config.toml and, once you trust the repository
     (asked here the first time, or `clover trust`), <root>/.clover/config.toml
-    (keys: model, approval, threshold, cache_mb; test_cmd is clover fix's); options given here win.
+    (keys: model, approval, threshold, cache_mb, device, dtype; test_cmd is clover fix's); options given here win.
     """
     from clover_cli.config import ConfigError, load_settings
 
@@ -53,6 +55,7 @@ def chat(ctx: click.Context) -> None:
     from clover_cli.tui.bridge import SessionOptions
 
     backend_options: dict = {"cache_mb": cfg.cache_mb} if cfg.cache_mb is not None else {}
+    backend_options.update(placement_of(settings))  # --device / --dtype (docs/engine.md "Placement")
     if line.diffusion_mode:  # Dream / LLaDA 1.x (engine/fullattn_decode.py)
         backend_options["diffusion_mode"] = line.diffusion_mode
     options = SessionOptions(model=cfg.model, root=root_path, approval=cfg.approval,

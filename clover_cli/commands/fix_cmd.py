@@ -5,7 +5,8 @@ import sys
 
 import click
 
-from clover_cli.commands.options import cache_mb_option, command_line, max_steps_option, model_option, root_option
+from clover_cli.commands.options import (cache_mb_option, command_line, max_steps_option, model_option,
+                                         placement_options, root_option)
 from clover_cli.termsafe import clean_line, clean_text, json_line
 
 
@@ -24,6 +25,7 @@ def _fail(message: str) -> None:
               "else the bundled tiny model).")
 @root_option()
 @cache_mb_option()
+@placement_options()
 @click.option("--attempts", default=3, show_default=True, type=int, help="Agent turns before giving up.")
 @max_steps_option()
 @click.option("--max-new-tokens", default=None, type=int, help="Tokens per model call (default: the agent's).")
@@ -48,7 +50,8 @@ def fix(ctx: click.Context, test, test_cmd, attempts, max_steps, max_new_tokens,
     model, root = line.model, line.root_path()
     if root.is_dir():
         try:  # the one settings loader: the user's file, and the repository's only when trusted
-            settings = load_settings(root, dict(model=model, test_cmd=test_cmd, cache_mb=line.cache_mb),
+            settings = load_settings(root, dict(model=model, test_cmd=test_cmd, cache_mb=line.cache_mb,
+                                                device=line.device, dtype=line.dtype),
                                      needed=("model", "test_cmd"))
         except ConfigError as exc:
             _fail(str(exc))
@@ -56,6 +59,7 @@ def fix(ctx: click.Context, test, test_cmd, attempts, max_steps, max_new_tokens,
             click.echo(f"clover fix: warning: {clean_line(warning)}", err=True)
         model, test_cmd = settings.config.model, settings.config.test_cmd
         line.cache_mb = settings.config.cache_mb
+        line.device, line.dtype = settings.config.device, settings.config.dtype
     try:
         spec = parse_spec(model)
         opts = FixOptions(test=test, root=root, test_cmd=test_cmd, attempts=attempts,
@@ -68,7 +72,8 @@ def fix(ctx: click.Context, test, test_cmd, attempts, max_steps, max_new_tokens,
         from clover_cli.agent.backends import make_backend as make
 
         # the typed spec parsed above: never turned back into a string
-        return make(spec, **({"cache_mb": line.cache_mb} if line.cache_mb is not None else {}))
+        placement = {k: v for k, v in (("device", line.device), ("dtype", line.dtype)) if v and v != "auto"}
+        return make(spec, **({"cache_mb": line.cache_mb} if line.cache_mb is not None else {}), **placement)
 
     log = sys.stderr
     try:

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from clover_cli.commands.options import command_line, diffusion_mode_option
+from clover_cli.commands.options import command_line, diffusion_mode_option, placement_of, placement_options
 from clover_cli.engine.config import DEFAULT_THRESHOLD
 
 
@@ -38,10 +38,28 @@ def parse_spec_or_exit(spec):
         sys.exit(2)
 
 
+def placement_choice() -> dict:
+    """This command's device / dtype (--device/--dtype, else $CLOVER_DEVICE/$CLOVER_DTYPE, else the
+    user's config; `auto` left out), or exit 2 with one line for a bad value."""
+    from clover_cli.config import ConfigError, load_settings
+
+    ctx = click.get_current_context(silent=True)
+    line = command_line(ctx) if ctx is not None else None
+    flags = {"device": getattr(line, "device", None), "dtype": getattr(line, "dtype", None)}
+    try:
+        return placement_of(load_settings(None, flags, needed=("device", "dtype")))
+    except ConfigError as exc:
+        click.echo(f"clover: error: {exc}", err=True)
+        sys.exit(2)
+
+
 def load_or_exit(spec, **kwargs):
-    """Load an in-process model (a spec string or a typed ModelSpec) or exit 2 with one line."""
+    """Load an in-process model (a spec string or a typed ModelSpec) or exit 2 with one line;
+    on the device and in the dtype the user chose (placement_choice) unless kwargs name them."""
     from clover_cli.engine.loader import ModelLoadError, load_model
 
+    for key, value in placement_choice().items():
+        kwargs.setdefault(key, value)
     parsed = parse_spec_or_exit(spec)
     try:
         lm = load_model(parsed, **kwargs)  # quiet while it loads (engine/loader.py)
@@ -88,6 +106,7 @@ def load_or_exit(spec, **kwargs):
 @click.option("--max-post-steps", type=click.IntRange(0), default=16, show_default=True,
               help="With editing: editing-only steps after a block has no mask left.")
 @diffusion_mode_option()
+@placement_options()
 @click.option("--diffusion-steps", type=click.IntRange(1), default=None,
               help="Dream / LLaDA 1.x exact mode: denoising steps (default: generation_config.json's, "
                    "else one per generated position).")
@@ -145,7 +164,7 @@ def generate(ctx, model_spec, prompt, prompt_file, raw, max_new_tokens, block_si
         sys.exit(2)
     family = describe(lm.family)
     if not as_json:  # which family the checkpoint was detected as (docs/engine.md, "Families")
-        click.echo(f"clover: {lm.name}: {family}", err=True)
+        click.echo(f"clover: {lm.name}: {family} on {lm.placement.label()}", err=True)
     try:
         for event in events:
             if isinstance(event, BlockCommitted) and not as_json:
@@ -168,7 +187,7 @@ def generate(ctx, model_spec, prompt, prompt_file, raw, max_new_tokens, block_si
             "model": lm.name, "family": lm.family.name, "family_label": family,
             "block_size": block_size or lm.block_size,
             "threshold": None if own else threshold, "sampler": own or "threshold",
-            "token_healing": cfg.token_healing,
+            "token_healing": cfg.token_healing, **lm.placement.as_dict(),
             **({"diffusion_mode": mode} if (mode := _mode(lm, diffusion_mode)) else {}),
         }))
     else:

@@ -36,6 +36,8 @@ class CommandLine:
     threshold: float | None = None
     cache_mb: float | None = None
     diffusion_mode: str | None = None
+    device: str | None = None
+    dtype: str | None = None
     continue_: bool = False
     session_id: str | None = None
 
@@ -44,9 +46,10 @@ class CommandLine:
         return Path(self.root or ".").expanduser()
 
     def flags(self, *keys: str) -> dict[str, Any]:
-        """The settings flags for `load_settings` (model, approval, threshold, cache_mb; None: not
-        given)."""
-        return {key: getattr(self, key) for key in keys or ("model", "approval", "threshold", "cache_mb")}
+        """The settings flags for `load_settings` (model, approval, threshold, cache_mb, device,
+        dtype; None: not given)."""
+        keys = keys or ("model", "approval", "threshold", "cache_mb", "device", "dtype")
+        return {key: getattr(self, key) for key in keys}
 
 
 def command_line(ctx: click.Context) -> CommandLine:
@@ -115,6 +118,28 @@ def cache_mb_option(help: str = "MiB kept for earlier requests' caches, so a pro
                     ) -> Callable:
     """--cache-mb N (checked once, by the settings loader)."""
     return _shared("--cache-mb", field="cache_mb", type=click.FloatRange(min=0), metavar="MIB", help=help)
+
+
+DEVICE_HELP = ("Where the model runs: auto (CUDA, else MPS, else the CPU), cpu, cuda, cuda:N or mps "
+               "(default: `device` in your config, else $CLOVER_DEVICE, else auto).")
+DTYPE_HELP = ("Compute precision: auto (bfloat16 on CUDA, float16 on MPS, float32 on the CPU), float32, "
+              "bfloat16 or float16 (default: `dtype` in your config, else $CLOVER_DTYPE, else auto).")
+
+
+def placement_options() -> Callable:
+    """--device and --dtype (checked once, by the settings loader; docs/engine.md "Placement")."""
+    def decorate(f: Callable) -> Callable:
+        f = _shared("--dtype", field="dtype", metavar="DTYPE", help=DTYPE_HELP)(f)
+        return _shared("--device", field="device", metavar="DEVICE", help=DEVICE_HELP)(f)
+
+    return decorate
+
+
+def placement_of(settings) -> dict[str, str]:
+    """The engine backend's device / dtype options from resolved settings (`auto` left out, so a
+    remote or scripted model never sees them)."""
+    cfg = settings.config
+    return {k: v for k, v in (("device", cfg.device), ("dtype", cfg.dtype)) if v != "auto"}
 
 
 def max_steps_option() -> Callable:

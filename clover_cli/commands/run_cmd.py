@@ -17,7 +17,8 @@ import click
 from clover_cli.agent.config import HEADLESS_APPROVAL_MODES
 from clover_cli.commands.options import (approval_option, cache_mb_option, command_line,
                                          diffusion_mode_option, max_steps_option, model_option,
-                                         root_option, session_options, threshold_option, chosen_threshold)
+                                         placement_of, placement_options, root_option, session_options,
+                                         threshold_option, chosen_threshold)
 from clover_cli.termsafe import StreamCleaner, clean_line, clean_text, json_line, utf8_safe
 
 
@@ -41,6 +42,7 @@ def _fail_args(message: str) -> None:
 @threshold_option()
 @cache_mb_option()
 @diffusion_mode_option()
+@placement_options()
 @click.option("--max-new-tokens", type=click.IntRange(1), default=None, help="Token budget per model call.")
 @click.option("--context-window", type=click.IntRange(256), default=None,
               help="The model's context window in tokens (default: what an openai: server reports, else the model's).")
@@ -80,6 +82,7 @@ def run(ctx: click.Context, task, max_steps, as_json, shell_allow, api_key_env, 
     opts: dict = {"threshold": threshold}
     if settings.config.cache_mb is not None:
         opts["cache_mb"] = settings.config.cache_mb
+    opts.update(placement_of(settings))  # --device / --dtype (docs/engine.md "Placement")
     if line.diffusion_mode:  # Dream / LLaDA 1.x only: another backend names the option it lacks
         opts["diffusion_mode"] = line.diffusion_mode
     if api_key_env:

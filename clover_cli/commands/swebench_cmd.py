@@ -6,7 +6,8 @@ import sys
 
 import click
 
-from clover_cli.commands.options import cache_mb_option, command_line, max_steps_option, model_option
+from clover_cli.commands.options import (cache_mb_option, command_line, max_steps_option, model_option,
+                                         placement_options)
 
 EVAL_CHOICE = click.Choice(["local", "docker", "none"])
 
@@ -53,6 +54,7 @@ def _eval_options(f):
               help="Predictions JSONL to write (the official harness's input).")
 @model_option()
 @cache_mb_option()
+@placement_options()
 @click.option("--redo", is_flag=True, help="Run instances that already have a prediction again.")
 @click.option("--evaluate", "evaluate", type=EVAL_CHOICE, default="none", is_flag=False,
               flag_value="local", show_default=True,
@@ -110,8 +112,10 @@ def swebench(ctx: click.Context, instances, output, redo, evaluate, max_steps, m
     def factory(_spec_text: str):
         from clover_cli.agent.backends import make_backend
 
-        cache_mb = command_line(ctx).cache_mb  # the spec parsed above, never re-parsed from its text
-        return make_backend(spec, **({"cache_mb": cache_mb} if cache_mb is not None else {}))
+        line = command_line(ctx)  # the spec parsed above, never re-parsed from its text
+        placement = {k: v for k, v in (("device", line.device), ("dtype", line.dtype)) if v and v != "auto"}
+        return make_backend(spec, **({"cache_mb": line.cache_mb} if line.cache_mb is not None else {}),
+                            **placement)
 
     preloaded = None
     if spec.in_process:

@@ -8,7 +8,12 @@ from tests.agent.helpers import replay
 
 
 def test_the_common_options_are_the_ones_commands_pass():
-    assert COMMON_OPTIONS == ("threshold", "cache_mb", "api_key_env")
+    assert COMMON_OPTIONS == ("threshold", "cache_mb", "api_key_env", "device", "dtype")
+
+
+def test_placement_reaches_the_engine_and_is_ignored_by_a_scripted_model(tmp_path):
+    assert make_backend("tiny", device="cpu", dtype="bfloat16").info["dtype"] == "bfloat16"
+    assert make_backend(replay(tmp_path, ["x"]), device="cpu", dtype="bfloat16").info.get("dtype") is None
 
 
 def test_a_misspelled_option_is_an_error_naming_it(tmp_path):

@@ -269,7 +269,7 @@ def test_cache_mb_comes_from_the_user_or_a_flag_never_a_repository(tmp_path):
     conf = write(repo / ".clover" / "config.toml", "cache_mb = 100000\n")
     TrustStore().set(repo, True)
     s = load_settings(repo)
-    assert s.config.cache_mb is None and "may not size Clover's memory use" in s.warnings[0]
+    assert s.config.cache_mb is None and "may not choose Clover's memory use" in s.warnings[0]
     user_file("cache_mb = 64\n")
     assert load_settings(repo).config.cache_mb == 64
     assert load_settings(repo, {"cache_mb": 0}).config.cache_mb == 0

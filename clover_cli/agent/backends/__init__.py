@@ -10,8 +10,9 @@ from clover_cli.agent.backends.base import BackendError, Completion, ModelBacken
 #   threshold    every kind (the engine's commit threshold; the others keep it for display)
 #   cache_mb     the in-process engine's prefix-reuse memory; ignored by openai and replay
 #   api_key_env  the openai backend's key variable; ignored by the engine and replay
-COMMON_OPTIONS = ("threshold", "cache_mb", "api_key_env")
-_MEANINGFUL = {"engine": ("threshold", "cache_mb"), "openai": ("threshold", "api_key_env"),
+#   device, dtype  where the in-process engine runs (engine/placement.py); ignored by the others
+COMMON_OPTIONS = ("threshold", "cache_mb", "api_key_env", "device", "dtype")
+_MEANINGFUL = {"engine": ("threshold", "cache_mb", "device", "dtype"), "openai": ("threshold", "api_key_env"),
                "replay": ("threshold",)}
 
 
@@ -22,7 +23,8 @@ def _own_options(cls) -> set[str]:
 
 
 def make_backend(spec, *, threshold: float | None = None, cache_mb: float | None = None,
-                 api_key_env: str | None = None, **specific: object) -> ModelBackend:
+                 api_key_env: str | None = None, device: str | None = None, dtype: str | None = None,
+                 **specific: object) -> ModelBackend:
     """The backend for a model spec: `tiny`, a directory, `hf:ORG/NAME`, `smollm2` (in-process
     engine), `openai:BASE_URL#MODEL`, `replay:FILE`. Raises SpecError for a bad spec and
     BackendError when the model cannot be loaded or reached; both print as one line.
@@ -48,7 +50,8 @@ def make_backend(spec, *, threshold: float | None = None, cache_mb: float | None
     if unknown:
         raise TypeError(f"make_backend: option {unknown[0]!r} is not one the {kind} backend takes "
                         f"(its own: {', '.join(sorted(allowed))}; every kind: {', '.join(COMMON_OPTIONS)})")
-    common = {"threshold": threshold, "cache_mb": cache_mb, "api_key_env": api_key_env}
+    common = {"threshold": threshold, "cache_mb": cache_mb, "api_key_env": api_key_env,
+              "device": device, "dtype": dtype}
     opts = {k: v for k, v in common.items() if k in _MEANINGFUL[kind] and v is not None}
     return cls(*args, **opts, **specific)
 

@@ -69,6 +69,9 @@ class EngineBackend(ModelBackend):
         full-attention diffusion's cache mode; DiffusionGemma's canvas and sampler, which take no
         threshold; LLaDA2.1's token editing."""
         info = dict(super().info)
+        placement = self.lm.placement  # device · dtype · weight format (engine/placement.py)
+        info.update(placement=placement.label(), device=placement.device, dtype=placement.dtype,
+                    weight_format=placement.weights)
         family = self.lm.family.name
         if self.mode_label:
             info["mode"] = self.mode_label
@@ -111,6 +114,7 @@ class EngineBackend(ModelBackend):
                cancel: threading.Event | None = None) -> Iterator[StreamItem]:
         from clover_cli.engine.config import GenerationConfig
         from clover_cli.engine.events import BlockCommitted, DenoiseStep, GenerationResult
+        import torch
 
         prompt, ids = encode_conversation(self.lm, messages, tools, self._kept)
         room = self.context_window - len(ids)
@@ -127,16 +131,19 @@ class EngineBackend(ModelBackend):
         splitter = ThinkSplitter(inside=tail.endswith("<think>"))
         result = None
         last_block = 0
-        for ev in self.engine.stream(ids, cfg, cancel=cancel):
-            if isinstance(ev, DenoiseStep):
-                if self.denoise_events and self.is_diffusion:
-                    pieces = tuple("" if m else self._piece(t) for t, m in zip(ev.token_ids, ev.masked))
-                    yield DenoiseProgress(ev.block_index, ev.step, pieces, tuple(ev.masked))
-            elif isinstance(ev, BlockCommitted):
-                last_block = ev.block_index
-                yield from block_texts(splitter, ev.text, ev.block_index)
-            elif isinstance(ev, GenerationResult):
-                result = ev
+        try:
+            for ev in self.engine.stream(ids, cfg, cancel=cancel):
+                if isinstance(ev, DenoiseStep):
+                    if self.denoise_events and self.is_diffusion:
+                        pieces = tuple("" if m else self._piece(t) for t, m in zip(ev.token_ids, ev.masked))
+                        yield DenoiseProgress(ev.block_index, ev.step, pieces, tuple(ev.masked))
+                elif isinstance(ev, BlockCommitted):
+                    last_block = ev.block_index
+                    yield from block_texts(splitter, ev.text, ev.block_index)
+                elif isinstance(ev, GenerationResult):
+                    result = ev
+        except (MemoryError, torch.OutOfMemoryError) as exc:  # CUDA / MPS OOM; the CPU's MemoryError
+            raise BackendError(self._out_of_memory(len(ids), exc)) from None
         yield from block_texts(splitter, "", last_block, final=True)
         if result is None:
             raise BackendError("the engine ended without a result")
@@ -148,6 +155,27 @@ class EngineBackend(ModelBackend):
         if own is not None:
             self._kept.put(text, own)
         yield Completion(text, result.finish_reason, stats=result.stats.as_dict())
+
+
+    def _out_of_memory(self, prompt_tokens: int, exc: BaseException) -> str:
+        """Free what the engine kept, halve its cache budget, and say so in one line: the turn
+        ends, the session and its history stay (docs/engine.md, "Placement")."""
+        cache = self.engine.prefix_cache
+        cache.clear()
+        cache.budget //= 2
+        self._kept.clear()
+        import gc
+
+        gc.collect()
+        placement = self.lm.placement
+        if placement.kind == "cuda":
+            import torch
+
+            torch.cuda.empty_cache()
+        return (f"out of memory on {placement.device} ({placement.device_name}) while answering a "
+                f"{prompt_tokens}-token prompt; the prefix cache now keeps at most "
+                f"{cache.budget >> 20} MiB. Shorten the conversation (/compact or /clear), or load the "
+                "model on another device or in a smaller dtype (--device, --dtype)")
 
 
 def splitter_opened(prompt: str) -> bool:

@@ -64,7 +64,8 @@ class ModelLoading:
                         context_window=info.get("context_window"), branch=msg.branch,
                         context_used=info.get("context_used"), cached=None, first_block=None,
                         tpf=None, tokens_per_second=None,  # the previous model's figures are not this one's
-                        approval=msg.agent.approval, mode=info.get("mode") or "")
+                        approval=msg.agent.approval, mode=info.get("mode") or "",
+                        placement=info.get("placement") or "")
         self.set_busy("")
         if switched:  # the transcript already shows the conversation
             self.transcript.add_notice(f"Switched to {short_model_name(info.get('name') or self.options.model)}; "

@@ -23,7 +23,8 @@ def short_model_name(name: str) -> str:
     return name
 
 
-DROP_ORDER = ("threshold", "first_block", "speed", "cached", "block", "branch", "mode", "context", "tpf")
+DROP_ORDER = ("threshold", "first_block", "speed", "cached", "block", "branch", "placement", "mode", "context",
+              "tpf")
 
 
 def _k(n: int) -> str:
@@ -48,6 +49,7 @@ class StatusInfo:
     branch: str | None = None
     busy: str = ""  # "generating", "compacting", ...
     mode: str = ""  # the decoding mode when the model has several, e.g. "dual cache (approx)"
+    placement: str = ""  # where an in-process model runs: "cuda:0 · bfloat16", "cpu · float32 · int8"
     extra: dict = field(default_factory=dict)
 
     def fields(self) -> list[tuple[str, str]]:
@@ -56,6 +58,8 @@ class StatusInfo:
         if len(name) > 28:
             name = name[:27] + "…"
         out = [("model", name + (" (loading…)" if self.loading else ""))]
+        if self.placement:
+            out.append(("placement", self.placement))
         if self.block_size is not None:
             out.append(("block", f"block {self.block_size}" if self.block_size > 1 else "AR"))
         if self.mode:
