@@ -40,6 +40,7 @@ async def test_engine_turn_shows_reuse_and_clear_drops_it(repo):
         await wait_ready(pilot)
         status = app.chat.status
         assert status.info.cached is None and "cached" not in status.info.text()
+        assert status.info.placement == "cpu · float32" and "tiny · cpu · float32 · block 32" in status.info.text()
         await submit(pilot, "Where is the function greet defined?")
         await wait_for(pilot, lambda: status.info.cached is not None, what="the turn's figures")
         await wait_idle(pilot)
@@ -56,6 +57,7 @@ async def test_replay_turn_shows_no_reuse(repo):
     app = make_app(repo, ["Hello."])
     async with app.run_test(size=(140, 24)) as pilot:
         await wait_ready(pilot)
+        assert app.chat.status.info.placement == ""  # a scripted model runs nowhere in particular
         await submit(pilot, "hi")
         await wait_idle(pilot)
         assert "cached" not in app.chat.status.info.text() and "1st block" not in app.chat.status.info.text()
