@@ -105,14 +105,15 @@ def _fit(size, raw: dict, device: str, name: str, formats: list[str], machine, f
     return {"fits": False, "as": None, "need_bytes": need}
 
 
-def _report() -> dict:
-    """The machine's devices and every catalog checkpoint: sizes, cache state, fit per device."""
+def _report(machine=None) -> dict:
+    """The machine's devices and every catalog checkpoint: sizes, cache state, fit per device
+    (`machine`: engine/placement.py's Machine, probed when None)."""
     from clover_cli.engine import hub
     from clover_cli.engine.catalog import CATALOG, FAMILY_NAMES
     from clover_cli.engine.fit import QUANTIZED_BYTES_PER_PARAM, WeightSize, free_bytes
     from clover_cli.engine.placement import DTYPE_BYTES, probe_machine
 
-    machine = probe_machine()
+    machine = machine or probe_machine()
     devices = [(d, n, f, free_bytes(d, machine)) for d, n, f in _devices(machine)]
     widths = {"float32": DTYPE_BYTES["float32"], "bfloat16": DTYPE_BYTES["bfloat16"], **QUANTIZED_BYTES_PER_PARAM}
     rows = []

@@ -104,3 +104,28 @@ def test_clover_run_on_tiny_says_it_is_a_demo_once_on_stderr(tmp_path):
     assert "clover models" not in tiny.stdout  # --json's stdout stays the event stream
     other = clover("run", "hi", "--model", f"replay:{script}", "--root", str(tmp_path / "repo"), "--json")
     assert other.returncode == 0 and DEMO_NOTICE not in other.stderr
+
+
+def test_each_gpu_gets_a_column_in_its_own_precision_and_quantized_formats_count(monkeypatch):
+    """A machine described (engine/placement.py's Machine, as the placement tests do): a 16 GiB
+    Ada card runs bfloat16, a Turing card float16, both before the CPU; a quantized format, once
+    engine/fit.py lists one, has a size column and is what fits when nothing wider does."""
+    from clover_cli.commands.models_cmd import _report, _table
+    from clover_cli.engine import fit
+    from clover_cli.engine.placement import CudaDevice, Machine
+
+    gib = 1 << 30
+    machine = Machine(cuda=(CudaDevice(0, "Ada", (8, 9), 16 * gib), CudaDevice(1, "T4", (7, 5), 16 * gib)),
+                      cuda_build="13.0", free_bytes={"cuda:0": 16 * gib, "cuda:1": 16 * gib, "cpu": 8 * gib})
+    rows = {r["repo"]: r for r in _report(machine)["checkpoints"]}
+    assert list(rows["JetLM/SDAR-4B-Chat"]["fits"]) == ["cuda:0", "cuda:1", "cpu"]
+    assert rows["JetLM/SDAR-4B-Chat"]["fits"]["cuda:0"]["as"] == "bfloat16"
+    assert rows["JetLM/SDAR-4B-Chat"]["fits"]["cuda:1"]["as"] == "float16"
+    assert rows["JetLM/SDAR-8B-Chat"]["fits"]["cuda:0"]["fits"] is False  # 15.3 GiB + the engine's need
+    monkeypatch.setitem(fit.QUANTIZED_BYTES_PER_PARAM, "int4", 0.5625)
+    report = _report(machine)
+    sdar8 = next(r for r in report["checkpoints"] if r["repo"] == "JetLM/SDAR-8B-Chat")
+    assert report["quantized_formats"] == ["int4"] and sdar8["bytes"]["int4"] == int(sdar8["params"] * 0.5625)
+    assert sdar8["fits"]["cuda:0"]["as"] == "int4"
+    head = _table(report).splitlines()[0].split()
+    assert head[-4:] == ["cached", "cuda:0", "cuda:1", "cpu"] and "int4" in head
