@@ -184,9 +184,14 @@ def _fetch(repo: str, sha: str, path: str, lfs_sha256: str | None) -> None:
     meta = get_hf_file_metadata(hf_hub_url(repo, path, revision=sha))
     etag = meta.etag or lfs_sha256 or sha + "-" + path.replace("/", "_")
     blob = repo_dir(repo) / "blobs" / etag
-    if not blob.is_file():
-        blob.parent.mkdir(parents=True, exist_ok=True)
-        _get(meta.location, blob, meta.size, path, lfs_sha256 or (etag if _SHA256.match(etag) else None))
+    blob.parent.mkdir(parents=True, exist_ok=True)
+    lock = hf_cache_dir() / ".locks" / repo_dir(repo).name / f"{etag}.lock"  # huggingface_hub's own
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    from filelock import FileLock
+
+    with FileLock(str(lock)):  # another download of this blob (ours or huggingface_hub's) waits
+        if not blob.is_file():
+            _get(meta.location, blob, meta.size, path, lfs_sha256 or (etag if _SHA256.match(etag) else None))
     _link(blob, pointer)
 
 
