@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "train": ("train_cmd", "train", "Train or adapt a block-diffusion model."),
     "mcp": ("mcp_cmd", "mcp", "List the MCP servers in your config and their tools."),
     "acp": ("acp_cmd", "acp", "Serve the agent over the Agent Client Protocol on stdio (for editors)."),
+    "models": ("models_cmd", "models", "Which model to run: checkpoints, sizes, what fits here."),
 }
 
 

@@ -94,6 +94,10 @@ def run(ctx: click.Context, task, max_steps, as_json, shell_allow, api_key_env, 
         backend = make_backend(model, **opts)
     except (SpecError, BackendError, TypeError) as e:
         _fail_args(str(e))
+    from clover_cli.engine.catalog import demo_notice
+
+    if demo_notice(model):  # the bundled `tiny`: one stderr line on how to pick a real model
+        _say(f"clover run: note: {demo_notice(model)}")
     cfg_kw = {"max_new_tokens": max_new_tokens} if max_new_tokens else {}
     if context_window:
         cfg_kw["context_window"] = context_window

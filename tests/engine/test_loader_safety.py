@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from clover_cli.engine import hub
 from clover_cli.engine.loader import ModelLoadError, load_model
 
 def _copy(src: Path, dst: Path) -> Path:
@@ -100,33 +99,3 @@ def test_hf_offline_is_one_clear_line(tmp_path, monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE")
     with pytest.raises(ModelLoadError, match=r"downloads are off \(--offline\)"):
         load_model("hf:acme/absent", offline=True)
-
-
-def test_hf_download_takes_safetensors_only_and_loads(tiny_dirs, tmp_path, monkeypatch, capsys):
-    """The download call, with a local stand-in for huggingface_hub's snapshot_download (the
-    network is never touched): it is asked for safetensors/configs/tokenizers only, never
-    Python or pickled weights; what it writes into the cache loads."""
-    import huggingface_hub
-
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
-    monkeypatch.delenv("HF_HUB_OFFLINE")
-    calls = []
-
-    def stand_in(repo_id, cache_dir, allow_patterns, ignore_patterns, **kw):
-        calls.append((repo_id, allow_patterns, ignore_patterns))
-        snap = Path(cache_dir) / ("models--" + repo_id.replace("/", "--")) / "snapshots" / "c0ffee"
-        shutil.copytree(tiny_dirs["clover"], snap)
-        return str(snap)
-
-    monkeypatch.setattr(huggingface_hub, "snapshot_download", stand_in)
-    lm = load_model("hf:acme/fresh")
-    assert lm.family.name == "clover" and lm.name == "hf:acme/fresh"
-    (repo, allow, ignore), = calls
-    assert repo == "acme/fresh" and "*.safetensors" in allow
-    assert not any(p.endswith((".py", ".bin", ".pt")) for p in allow)
-    assert {"*.py", "*.bin"} <= set(ignore)
-    captured = capsys.readouterr()
-    assert captured.out == "" and "downloading hf:acme/fresh" in captured.err
-    load_model("hf:acme/fresh")  # cached now: no second download
-    assert len(calls) == 1
-    assert hub.cached_snapshot("acme/fresh") is not None

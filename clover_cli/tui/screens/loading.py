@@ -11,6 +11,7 @@ from textual import work
 from textual.widgets import Label
 
 from clover_cli.agent.attachments import strip_attachments
+from clover_cli.agent.demo import demo_notice
 from clover_cli.agent.interface import AgentSession
 from clover_cli.tui.bridge import AgentFailed, AgentReady, error_text, measured_model, open_agent
 from clover_cli.tui.widgets.messages import is_summary, plural
@@ -77,6 +78,9 @@ class ModelLoading:
             self.welcome()  # a new session after all (--continue found none)
         if msg.note:
             self.transcript.add_notice(msg.note, "warning")
+        demo = demo_notice(self.options.model)  # the bundled `tiny`: say how to pick a real model
+        if demo:
+            self.transcript.add_notice(demo)
         self.send_next_queued()
 
     def on_agent_failed(self, msg: AgentFailed) -> None:
