@@ -92,9 +92,9 @@ def cache_state(repo: str) -> str | None:
     return "partial" if snap is not None or (repo_dir(repo) / "blobs").is_dir() else None
 
 
-def resolve(repo: str, *, offline: bool = False) -> Path:
+def resolve(repo: str, *, offline: bool = False, before_weights=None) -> Path:
     """The local directory of `hf:ORG/NAME`, downloading it when it is not cached (or was cut off)
-    and downloads are allowed; raises HubError (one line)."""
+    and downloads are allowed; raises HubError (one line). before_weights: see `download`."""
     snap = cached_snapshot(repo)
     if snapshot_complete(snap):
         return snap
@@ -103,7 +103,7 @@ def resolve(repo: str, *, offline: bool = False) -> Path:
         state = "only partly" if snap is not None else "not"
         raise HubError(f"hf:{repo} is {state} in the local Hugging Face cache ({hf_cache_dir()}) and "
                        f"downloads are off ({why})")
-    return download(repo)
+    return download(repo, before_weights=before_weights)
 
 
 def wanted(path: str) -> bool:
@@ -115,9 +115,12 @@ def wanted(path: str) -> bool:
     return any(fnmatch.fnmatch(path, p) for p in ALLOW_PATTERNS)
 
 
-def download(repo: str, *, revision: str = "main") -> Path:
+def download(repo: str, *, revision: str = "main", before_weights=None) -> Path:
     """Fetch the safetensors release of `ORG/NAME` into the cache, resuming any file a killed run
-    left behind; progress on stderr. Raises HubError (one line)."""
+    left behind; progress on stderr. Raises HubError (one line). `before_weights(snapshot, bytes)`
+    is called once the configs and tokenizer files are in and before any weight file is fetched,
+    with the listed bytes of the safetensors files: it may raise HubError to stop there (the
+    loader's fit check: a model that cannot fit is not downloaded)."""
     from huggingface_hub import constants
 
     try:
@@ -130,7 +133,12 @@ def download(repo: str, *, revision: str = "main") -> Path:
         print(f"clover: downloading hf:{repo} (commit {sha[:12]}) from {constants.ENDPOINT} into "
               f"{hf_cache_dir()}: {len(names)} files, {_size(total)} (safetensors, configs and tokenizer "
               "files only)", file=sys.stderr)
-        for f in names:
+        names.sort(key=lambda f: f.path.endswith(".safetensors"))  # stable: small files first
+        weights = sum(f.size or 0 for f in names if f.path.endswith(".safetensors"))
+        for i, f in enumerate(names):
+            if before_weights is not None and f.path.endswith(".safetensors") and (
+                    i == 0 or not names[i - 1].path.endswith(".safetensors")):
+                before_weights(repo_dir(repo) / "snapshots" / sha, weights)
             _fetch(repo, sha, f.path, getattr(f.lfs, "sha256", None))
     except HubError:
         raise

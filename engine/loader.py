@@ -108,12 +108,36 @@ def bundled_tiny_dir() -> Path:
 hf_cache_dir = hub.hf_cache_dir
 
 
-def resolve_hf_cache(repo: str, *, offline: bool = True) -> Path:
-    """The local directory of `ORG/NAME`: the cache, else (offline=False) a download."""
+def resolve_hf_cache(repo: str, *, offline: bool = True, placement: Placement | None = None) -> Path:
+    """The local directory of `ORG/NAME`: the cache, else (offline=False) a download. With a
+    placement, a download stops before the weights when they cannot fit it (engine/fit.py)."""
     try:
-        return hub.resolve(repo, offline=offline)
+        return hub.resolve(repo, offline=offline,
+                           before_weights=None if placement is None else _fit_before_download(repo, placement))
     except hub.HubError as exc:
         raise ModelLoadError(str(exc)) from None
+
+
+def _fit_before_download(repo: str, placement: Placement):
+    """The fit check on a release's listed weight bytes, from its config's stored dtype (the
+    headers are not here yet): a model that cannot fit is not downloaded."""
+    from .fit import WeightSize
+    from .placement import DTYPE_BYTES
+
+    def check(snapshot: Path, weight_bytes: int) -> None:
+        try:
+            raw = json.loads((snapshot / "config.json").read_text())
+        except (OSError, ValueError):
+            return  # the load reports it, with the rest
+        text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else {}
+        stored = str(raw.get("torch_dtype") or raw.get("dtype") or text.get("torch_dtype") or "bfloat16")
+        size = WeightSize(weight_bytes // DTYPE_BYTES.get(stored, 2), 0)
+        try:
+            check_fit(snapshot, raw, placement, probe_machine(), f"hf:{repo}", size=size)
+        except PlacementError as exc:
+            raise hub.HubError(f"{exc}; the weights were not downloaded") from None
+
+    return check
 
 
 def smollm2_gguf() -> Path:
@@ -382,8 +406,9 @@ def _load_spec(spec: str | ModelSpec | None, *, device: Any, dtype: Any,
         return _load_directory(directory, directory.name, device=device, dtype=dtype,
                                block_size=block_size, native=native)
     if parsed.kind == "hf":
-        directory = resolve_hf_cache(parsed.value, offline=offline)
-        return _load_directory(directory, f"hf:{parsed.value}", device=device, dtype=dtype,
+        placement = placement_for(device, dtype)
+        directory = resolve_hf_cache(parsed.value, offline=offline, placement=placement)
+        return _load_directory(directory, f"hf:{parsed.value}", device=placement, dtype=None,
                                block_size=block_size, native=native)
     if parsed.kind == "smollm2":
         placement = placement_for(device, dtype)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from clover_cli.engine import hub
-from clover_cli.engine.loader import bundled_tiny_dir, load_model
+from clover_cli.engine.loader import ModelLoadError, bundled_tiny_dir, load_model
 
 from hub_server import SHA, HubRepo, HubServer
 
@@ -119,7 +119,9 @@ def test_an_hf_spec_downloads_on_first_use_and_loads(tmp_path, monkeypatch, caps
         monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
         from huggingface_hub import constants
 
-        monkeypatch.setattr(constants, "ENDPOINT", server.url)  # both read at import time
+        monkeypatch.setattr(constants, "ENDPOINT", server.url)  # these are read at import time
+        monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE",
+                            server.url + "/{repo_id}/resolve/{revision}/{filename}")
         monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
         lm = load_model("hf:acme/tiny")
         assert lm.name == "hf:acme/tiny" and lm.family.name == "clover"
@@ -140,3 +142,26 @@ def test_a_partial_download_is_not_taken_for_a_checkpoint(tmp_path, monkeypatch)
     assert hub.cache_state("acme/cut") == "partial"
     with pytest.raises(hub.HubError, match=r"hf:acme/cut is only partly in the local Hugging Face cache"):
         hub.resolve("acme/cut")
+
+
+def test_a_release_that_cannot_fit_is_not_downloaded(tmp_path, monkeypatch):
+    """The fit check runs on the listed weight bytes once config.json is in, before any weight
+    file is fetched: a 4 TiB release is refused in one line and its weights never requested."""
+    repo = _tiny_repo(listed={"model.safetensors": 4 << 40})
+    with HubServer({"acme/huge": repo}) as server:
+        for k, v in _env(tmp_path, server.url).items():
+            monkeypatch.setenv(k, v)
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        from huggingface_hub import constants
+
+        monkeypatch.setattr(constants, "ENDPOINT", server.url)
+        monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE",  # read at import, like ENDPOINT
+                            server.url + "/{repo_id}/resolve/{revision}/{filename}")
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+        with pytest.raises(ModelLoadError) as info:
+            load_model("hf:acme/huge", device="cpu")
+        message = str(info.value)
+        assert "\n" not in message and message.startswith("hf:acme/huge: does not fit cpu")
+        assert message.endswith("the weights were not downloaded")
+        assert server.requested("config.json")
+        assert not [r for r in server.requested(".safetensors") if r[0] == "GET"]
