@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import sandbox_env
+from . import sandbox_env, setid
 from .statedir import cache_home, state_home
 
 PROFILES = ("read-only", "workspace", "off")
@@ -53,6 +53,7 @@ TOOLCHAIN_DIRS = (".local/bin", ".local/lib", ".local/share/uv/python", ".local/
                   ".nvm", ".volta", ".bun/bin", "go/bin", "go/pkg/mod", ".cache/pip", ".cache/uv",
                   ".cache/go-build", ".m2/repository", ".gradle/caches", ".gradle/wrapper",
                   ".npm/_cacache", ".nuget/packages", ".sdkman/candidates", ".dotnet")
+SETID_GUARD = Path(__file__).resolve().with_name("setid.py")  # run as a script around confine()d programs
 MAX_GIT_SCAN_DIRS = 20000  # folders walked looking for nested .git; deeper ones stay writable
 
 # Every sandbox: no capabilities (root too: no remount, bind, umount, sethostname), its own pid,
@@ -180,6 +181,12 @@ def command_env(base: dict[str, str], profile: str, root: Path | str | None = No
     return sandbox_env.command_env(base, profile, profile != "off" and status().available, root)
 
 
+def clear_setid(root: Path | str, since: float) -> list[str]:
+    """After a command under a profile other than "off": the set-id bits of every file in `root`
+    it changed are cleared (tools/setid.py); returns those files."""
+    return setid.clear_setid([_real(root)], since)
+
+
 def _gitdir_target(path: str) -> str | None:
     """The real git dir a `gitdir: X` file names (X relative to the file's folder), or None."""
     try:
@@ -264,42 +271,84 @@ def _inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-def toolchain_paths(home: str, secrets: list[str]) -> list[str]:
-    """The folders under `home` bound back into the hidden home: TOOLCHAIN_DIRS, the PATH entries,
-    the interpreter's prefixes and the active virtual environment (none inside a secret path)."""
-    import sys
+def _hidden_part(rel: str) -> bool:
+    return any(part.startswith(".") for part in rel.split("/"))
 
-    wanted = [os.path.join(home, p) for p in TOOLCHAIN_DIRS]
-    wanted += os.environ.get("PATH", "").split(os.pathsep)
-    wanted += [sys.prefix, sys.base_prefix, os.environ.get("VIRTUAL_ENV", "")]
-    out = []
-    for path in wanted:
-        if not path or not os.path.isabs(path) or not os.path.isdir(path):
+
+def _bindable(real: str, home: str, secrets: list[str]) -> bool:
+    """Whether a resolved folder may be bound back into the hidden home: a folder inside `home`
+    (not `home` itself), inside a TOOLCHAIN_DIRS folder or with no hidden component below
+    `home`, and neither inside a secret path nor holding one."""
+    if real == home or not _inside(real, home) or not os.path.isdir(real):
+        return False
+    if any(_inside(real, s) or _inside(s, real) for s in secrets):
+        return False
+    if any(_inside(real, os.path.join(home, t)) for t in TOOLCHAIN_DIRS):
+        return True
+    return not _hidden_part(os.path.relpath(real, home))
+
+
+def _interpreter_prefix(real: str, home: str, secrets: list[str]) -> bool:
+    """An interpreter prefix or virtual environment under `home` (`~/.virtualenvs/x`): a folder
+    with `pyvenv.cfg` or `bin/python*`, holding no secret path."""
+    if real == home or not _inside(real, home) or any(_inside(real, s) or _inside(s, real) for s in secrets):
+        return False
+    try:
+        names = os.listdir(os.path.join(real, "bin"))
+    except OSError:
+        names = []
+    return os.path.isfile(os.path.join(real, "pyvenv.cfg")) or any(n.startswith("python") for n in names)
+
+
+def toolchain_paths(home: str, secrets: list[str]) -> list[tuple[str, str | None]]:
+    """(resolved folder, where the PATH entry named it or None) for each folder under `home`
+    bound back into the hidden home: TOOLCHAIN_DIRS, the PATH entries, the interpreter's
+    prefixes and the active virtual environment. Every path is resolved first (symlinks, `..`,
+    `//`, trailing slashes); only what `_bindable` accepts is kept, so `PATH=~//.local` or a
+    `~/bin -> /` link binds nothing. The second member is the PATH entry's own spelling when it
+    differs (a `~/bin -> ~/tools/bin` link): a symlink to the folder there inside the sandbox."""
+    home = os.path.realpath(home)
+    secrets = [os.path.realpath(s) for s in secrets]
+    found: dict[str, str | None] = {}
+    entries = [(os.path.join(home, p), False) for p in TOOLCHAIN_DIRS]
+    entries += [(p, False) for p in os.environ.get("PATH", "").split(os.pathsep)]
+    entries += [(p, True) for p in (sys.prefix, sys.base_prefix, os.environ.get("VIRTUAL_ENV", ""))]
+    for path, prefix in entries:
+        if not path or not os.path.isabs(path):
             continue
         real = os.path.realpath(path)
-        if _inside(path, home) and path != home and real != home and \
-                not any(_inside(path, s) or _inside(real, s) for s in secrets):
-            out.append(path)
-    out = list(dict.fromkeys(out))
-    return [p for p in out if not any(q != p and _inside(p, q) for q in out)]  # outermost only
+        if not (_bindable(real, home, secrets) or (prefix and _interpreter_prefix(real, home, secrets))):
+            continue
+        spelled = os.path.normpath(path)
+        if not _inside(spelled, home) or spelled in (home, real):
+            spelled = None  # only another spelling inside home gets a link
+        if found.get(real) is None:
+            found[real] = spelled
+    outer = [p for p in found if not any(q != p and _inside(p, q) for q in found)]  # outermost only
+    return [(p, found[p]) for p in outer]
 
 
-def confine(root: Path | str, argv: list[str], env: dict[str, str],
-            writable: tuple[str, ...] = ()) -> tuple[list[str], dict[str, str], bool]:
-    """(argv, env, sandboxed) to run a program Clover starts itself (`clover fix`'s test command)
-    like an approved shell command: in the workspace sandbox where bwrap works, `writable`
-    folders outside the repository bound writable (a report folder); never with a secret in
-    its environment, sandbox or not (a test suite does not need the model's API key)."""
-    env = sandbox_env.without_secrets(sandbox_env.command_env(env, "workspace", False, root))
+def confine(root: Path | str, argv: list[str], env: dict[str, str], writable: tuple[str, ...] = (),
+            readable: tuple[str, ...] = ()) -> tuple[list[str], dict[str, str], bool]:
+    """(argv, env, sandboxed) to run a program Clover starts itself (`clover fix`'s test command,
+    `clover swebench evaluate`'s tests) like an approved shell command: in the workspace sandbox
+    where bwrap works, `writable` folders outside the repository bound writable (a report
+    folder), `readable` ones bound read-only (an environment in Clover's cache); always with
+    the allow-listed environment, and under tools/setid.py, which refuses set-id modes and clears
+    any set-id bit left under the writable folders afterwards, sandbox or not."""
+    env = sandbox_env.command_env(env, "workspace", True, root)
+    guard = [sys.executable, "-I", "-S", str(SETID_GUARD), _real(root), *map(_real, writable), "--"]
     if forced() == "off" or not status().available:
-        return list(argv), env, False
-    return bwrap_argv(root, "workspace", list(argv), writable=writable), env, True
+        return guard + list(argv), env, False
+    inner = bwrap_argv(root, "workspace", list(argv), writable=writable, readable=readable, seccomp=True)
+    return guard + inner, env, True
 
 
-def bwrap_argv(root: Path | str, profile: str, command: list[str],
-               writable: tuple[str, ...] = ()) -> list[str]:
-    """The bubblewrap command line that runs `command` in `root` under `profile` (`writable`:
-    folders bound read-write after everything else)."""
+def bwrap_argv(root: Path | str, profile: str, command: list[str], writable: tuple[str, ...] = (),
+               readable: tuple[str, ...] = (), seccomp: bool = False) -> list[str]:
+    """The bubblewrap command line that runs `command` in `root` under `profile` (`readable`,
+    `writable`: folders bound read-only, read-write after everything else; `seccomp`: the
+    set-id filter's `--seccomp` with tools/setid.py's SECCOMP_FD_WORD for its descriptor)."""
     exe = shutil.which("bwrap") or "bwrap"
     real = _real(root)
     status()
@@ -322,9 +371,15 @@ def bwrap_argv(root: Path | str, profile: str, command: list[str],
     bound: list[str] = []
     if home is not None:
         argv += ["--tmpfs", home]  # everything in $HOME is gone but the toolchains and the repository
-        bound = [p for p in toolchain_paths(home, secrets) if not _inside(p, real)]
-        for path in bound:
-            argv += ["--ro-bind", os.path.realpath(path), path]
+        chains = [(p, link) for p, link in toolchain_paths(home, secrets) if not _inside(p, real)]
+        bound = [p for p, _ in chains]
+        for path, link in chains:
+            argv += ["--ro-bind", path, path]
+        links: list[str] = []
+        for path, link in chains:
+            if link and not any(_inside(link, b) or _inside(b, link) for b in bound + links):
+                links.append(link)
+                argv += ["--symlink", path, link]
         secrets = [p for p in secrets if not _inside(p, home) or any(_inside(p, b) for b in bound)]
     above = [p for p in secrets if _inside(real, p)]  # the repository lies inside it: hide first
     for path in above:
@@ -339,7 +394,11 @@ def bwrap_argv(root: Path | str, profile: str, command: list[str],
         _hide(path, argv)
     for path in _interpreter_in_tmp(real):  # a venv under /tmp (a CI clone) stays runnable
         argv += ["--ro-bind", os.path.realpath(path), path]
+    for path in readable:
+        argv += ["--ro-bind", _real(path), _real(path)]
     for path in writable:
         argv += ["--bind", _real(path), _real(path)]
+    if seccomp:
+        argv += ["--seccomp", setid.SECCOMP_FD_WORD]
     argv += ["--chdir", real, "--"]
     return argv + command
