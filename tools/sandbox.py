@@ -328,6 +328,22 @@ def toolchain_paths(home: str, secrets: list[str]) -> list[tuple[str, str | None
     return [(p, found[p]) for p in outer]
 
 
+def _readable(paths, home: str | None) -> list[str]:
+    """The `readable` folders that may be bound back (resolved): never `/`, the home folder or a
+    folder above it, nor one holding or inside a named secret path (Clover's own state and cache
+    folders excepted: an evaluation environment lives there)."""
+    named = [os.path.realpath(os.path.join(os.path.expanduser("~"), p)) for p in SECRET_DIRS + SECRET_FILES]
+    named += [p for p in _secret_paths() if p not in (_real(state_home()), _real(cache_home()))]
+    out = []
+    for path in map(_real, paths):
+        if path == "/" or not os.path.isdir(path) or (home and _inside(home, path)):
+            continue
+        if any(_inside(path, s) or _inside(s, path) for s in named):
+            continue
+        out.append(path)
+    return out
+
+
 def confine(root: Path | str, argv: list[str], env: dict[str, str], writable: tuple[str, ...] = (),
             readable: tuple[str, ...] = ()) -> tuple[list[str], dict[str, str], bool]:
     """(argv, env, sandboxed) to run a program Clover starts itself (`clover fix`'s test command,
@@ -394,8 +410,8 @@ def bwrap_argv(root: Path | str, profile: str, command: list[str], writable: tup
         _hide(path, argv)
     for path in _interpreter_in_tmp(real):  # a venv under /tmp (a CI clone) stays runnable
         argv += ["--ro-bind", os.path.realpath(path), path]
-    for path in readable:
-        argv += ["--ro-bind", _real(path), _real(path)]
+    for path in _readable(readable, home or _home()):
+        argv += ["--ro-bind", path, path]
     for path in writable:
         argv += ["--bind", _real(path), _real(path)]
     if seccomp:

@@ -41,7 +41,7 @@ ALLOWED = frozenset((
     "SOURCE_DATE_EPOCH", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES",
     "PY_COLORS", "PYTEST_ADDOPTS",
 ))
-ALLOWED_PREFIXES = ("LC_", "PYTHON", "XDG_")
+ALLOWED_PREFIXES = ("LC_", "PYTHON", "PYTEST_", "XDG_")
 # Proxies: kept only without credentials in them (`http://user:pass@proxy` is dropped).
 PROXIES = frozenset(n for p in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY") for n in (p, p.lower()))
 NAME_OK = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
