@@ -12,7 +12,9 @@ mode picks (clover_cli/agent/approvals.py registers it per repository root):
 
 Every sandbox drops all capabilities (root included) and, where it can, runs in its own user
 namespace that forbids nested ones; $HOME is an empty tmpfs with only the toolchain folders bound
-back; the environment is scrubbed of secrets (tools/sandbox_env.py).
+back (resolved first: `toolchain_paths`); the environment is an allow list (tools/sandbox_env.py);
+a seccomp filter refuses set-id modes and the files a command changed lose any set-id bit
+afterwards (tools/setid.py).
 
 Where bwrap is missing or cannot create namespaces (tested once per process, the answer cached)
 the command runs without a sandbox and the approval rules are the only guard; `status()` says so
