@@ -13,10 +13,13 @@ Two layers:
    -m 4755`, `tar -p`, `cp -p` of a set-id file and Python's `os.chmod` all fail, and no set-id
    file exists even while the command runs. The filter is built for x86_64 and aarch64; on any
    other machine there is none and the second layer alone holds.
-2. After the command, every regular file under the writable folders whose status changed since
-   it started (ctime, which no command can set back) loses the bits (`clear_setid`). Inside
-   bubblewrap every bind is mounted nosuid and the command runs with no_new_privs, so a set-id
-   file never runs with privileges there; the scan is what keeps one from persisting outside.
+2. Where no filter was in force (no bubblewrap, or a machine without one), every regular file
+   under the writable folders whose status changed since the command started (ctime, which no
+   command can set back) loses the bits afterwards (`clear_setid`). Inside bubblewrap every bind
+   is mounted nosuid and the command runs with no_new_privs, so a set-id file never runs with
+   privileges there; the scan is what keeps one from persisting outside. With the filter the
+   scan is skipped: it would find nothing, and it costs a stat per file (about 0.5 s for 50,000
+   files) after every command.
 
 Script form (`clover fix`'s tests, `clover swebench evaluate`: programs Clover runs itself):
 
@@ -24,8 +27,8 @@ Script form (`clover fix`'s tests, `clover swebench evaluate`: programs Clover r
 
 runs ARGV (a bubblewrap command line) with the filter passed on a pipe in place of the word
 SECCOMP_FD_WORD (the word and the `--seccomp` before it are dropped when there is no filter),
-forwards SIGTERM/SIGINT/SIGHUP to it, then clears set-id bits under the FOLDERs and exits with
-ARGV's status.
+forwards SIGTERM/SIGINT/SIGHUP to it, then, unless the filter was passed, clears set-id bits
+under the FOLDERs; it exits with ARGV's status.
 """
 from __future__ import annotations
 
@@ -176,7 +179,8 @@ def main(argv: list[str]) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, forward)
     code = child.wait()
-    clear_setid(folders, since)
+    if fd is None or SECCOMP_FD_WORD not in command:  # no filter was in force
+        clear_setid(folders, since)
     return 128 - code if code < 0 else code
 
 

@@ -232,7 +232,8 @@ def run_shell(root: Path, command: str, timeout: float | None = None,
     notes = [limit_note] if limit_note else []
     if not had_git and profile != "off" and st.available:
         notes.append(_quarantine_new_git(root))
-    if profile == "workspace":
+    if profile == "workspace" and not (st.available and setid.filter_program() is not None):
+        # no seccomp filter refused the bits (no bwrap, or a machine without a filter): clear them
         notes.append(_setid_note(sandbox.clear_setid(root, wall_start), root))
     notes = [n for n in notes if n] + _ending_notes(code, outcome, limit, killed_background)
     text = captured.render()

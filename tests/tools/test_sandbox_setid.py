@@ -93,8 +93,24 @@ def test_the_scan_clears_what_a_command_changed_and_leaves_older_files(tmp_path)
     assert stat.S_IMODE(new.stat().st_mode) == 0o755
 
 
-def test_fix_test_commands_leave_no_set_id_file(git_repo):
+@pytest.mark.parametrize("how", ["cp+chmod 4755", "chmod 2755", "tar -p"])
+def test_without_bubblewrap_the_bits_are_cleared_after_the_command(git_repo, archive, monkeypatch, how):
+    """No filter (CLOVER_SANDBOX=off): the file is set-id while the command runs, then cleared."""
+    monkeypatch.setenv("CLOVER_SANDBOX", "off")
+    res = run_shell(git_repo, MAKERS[how] + "; stat -c %a x", sandbox_profile="workspace")
+    assert res.details["sandbox"] == "none"
+    if os.geteuid() == 0:  # root keeps the bits it sets; the scan is what removes them
+        assert "\n4755\n" in "\n" + res.output or "\n2755\n" in "\n" + res.output, res.output
+        assert "[set-id bits cleared on x" in res.output, res.output
+    assert setid_files(git_repo) == [], res.output
+    assert (git_repo / "x").exists()
+
+
+@pytest.mark.parametrize("sandboxed", [True, False])
+def test_fix_test_commands_leave_no_set_id_file(git_repo, monkeypatch, sandboxed):
     """`clover fix`'s test command runs under tools/setid.py, sandboxed or not."""
+    if not sandboxed:
+        monkeypatch.setenv("CLOVER_SANDBOX", "off")
     code = "import os, shutil; shutil.copy('/bin/sh', 'x'); os.chmod('x', 0o755); " \
            "exec(\"try:\\n os.chmod('x', 0o4755)\\nexcept OSError: pass\")"
     run = run_test(FixOptions(test="t", root=git_repo), [sys.executable, "-c", code])
