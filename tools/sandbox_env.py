@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import threading
 import tomllib
 
@@ -81,7 +82,10 @@ def user_allowed() -> frozenset[str]:
     from .statedir import config_home
 
     try:
-        with open(config_home() / "config.toml", "rb") as fh:
+        fd = os.open(config_home() / "config.toml", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # a FIFO or device: never a hang
+                return frozenset()
             data = tomllib.loads(fh.read(256 * 1024).decode("utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
         return frozenset()
