@@ -8,9 +8,8 @@
 4. The test_patch's files are reset to base_commit, the test_patch is applied.
 5. The test command runs on the WHOLE test files (specs.py), in the workspace sandbox without
    secrets (install steps too: both run the repository's and the patch's code; docs/security.md),
-   its output framed with the
-   harness's markers and exit status into a log (logparse.py), which is parsed with the
-   repository's parser and graded (grading.py; the `swebench` package's own grader when it is
+   its output framed with the harness's markers and exit status into a log (logparse.py), which
+   is parsed with the repository's parser and graded (grading.py; the `swebench` package's own grader when it is
    installed and current, see official.py).
 
 Verdicts: "resolved", "unresolved" (graded, or no patch), "error" (could not be graded: patch or
@@ -119,8 +118,8 @@ def _install(spec: EvalSpec, env: TestEnv, tree: Path, opts: EvalOptions) -> str
     if install:
         steps.append(install)
     for step in steps:
-        code, out = _bash(step, tree, env, opts.timeout,   # installs into the env
-                          writable=(str(env.root),) if env.root is not None else ())
+        into = (str(env.root),) if env.root is not None else ()  # the step installs into the env
+        code, out = _bash(step, tree, env, opts.timeout, writable=into)
         if code != 0:
             tail = out.strip().splitlines()[-1:] or ["timed out" if code is None else f"exit {code}"]
             return f"install step failed: {step[:80]}: {tail[0][:200]}"
