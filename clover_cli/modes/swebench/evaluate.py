@@ -9,8 +9,8 @@
 5. The test command runs on the WHOLE test files (specs.py), in the workspace sandbox without
    secrets (install steps too: both run the repository's and the patch's code; docs/security.md),
    its output framed with the harness's markers and exit status into a log (logparse.py), which
-   is parsed with the repository's parser and graded (grading.py; the `swebench` package's own grader when it is
-   installed and current, see official.py).
+   is parsed with the repository's parser and graded (grading.py; the `swebench` package's own
+   grader when it is installed and current, see official.py).
 
 Verdicts: "resolved", "unresolved" (graded, or no patch), "error" (could not be graded: patch or
 test_patch did not apply, environment, interpreter without pytest, timeout, no test log).
