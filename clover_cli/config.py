@@ -149,6 +149,7 @@ def _read(path: Path) -> dict[str, Any]:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise ConfigError(f"{path}: not valid TOML ({str(exc).splitlines()[0] if str(exc) else exc!r})") from None
     data.pop("mcp", None)  # [mcp.servers.*]: read by clover_cli/agent/mcp/config.py, user file only
+    data.pop("shell", None)  # [shell] env = [...]: read by tools/sandbox_env.py, user file only
     unknown = sorted(set(data) - set(KEYS))
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(KEYS))}")

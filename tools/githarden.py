@@ -33,6 +33,7 @@ SHELL_STATIC = STATIC[:2]
 # The variables that would name programs or point git elsewhere, dropped from its environment.
 DROPPED_ENV = ("GIT_EXTERNAL_DIFF", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_PROXY_COMMAND")
 MAX_INCLUDES = 20
+LIST_TIMEOUT = 30.0  # seconds for one `git config --list`; past it the git call does not run
 
 
 def _driver_overrides(key: str) -> list[tuple[str, str]]:
@@ -55,16 +56,31 @@ def _driver_overrides(key: str) -> list[tuple[str, str]]:
     return []
 
 
+class HardeningError(subprocess.SubprocessError):
+    """The configuration could not be listed, so the git call it was for must not run (it
+    could run a driver nobody overrode); str() is one line."""
+
+
 def _listing(cwd: Path, env: dict[str, str], file: str | None = None) -> list[tuple[str, str, str]]:
-    """(origin file, key, value) for every config entry git sees in `cwd` (or in `file`)."""
+    """(origin file, key, value) for every config entry git sees in `cwd` (or in `file`).
+    Fails closed: HardeningError when git cannot list it (a timeout, a failure)."""
     argv = ["git", "config", "--includes", "--show-origin", "-z", "--list"]
     if file is not None:
         argv[2:2] = ["--file", file]
+    where = file or os.fspath(cwd)
     try:
         res = subprocess.run(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                             capture_output=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return []
+                             capture_output=True, timeout=LIST_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise HardeningError(f"git config --list took over {LIST_TIMEOUT:g} s for {where}; "
+                             f"git was not run there") from None
+    except OSError as exc:
+        raise HardeningError(f"git config --list could not run for {where} ({exc.strerror or exc}); "
+                             f"git was not run there") from None
+    if res.returncode != 0:
+        why = res.stderr.decode("utf-8", "replace").strip().splitlines()[:1] or [f"exit {res.returncode}"]
+        raise HardeningError(f"git config --list failed for {where} ({why[0][:200]}); "
+                             f"git was not run there")
     fields = res.stdout.split(b"\0")
     out = []
     for origin, entry in zip(fields[0::2], fields[1::2]):
@@ -87,7 +103,8 @@ def _include_target(origin: str, value: str) -> str | None:
 
 def config_pairs(cwd: Path | str, base_env: dict[str, str] | None = None) -> list[tuple[str, str]]:
     """The command-scope config for git run in `cwd`: STATIC, then an override for every filter,
-    diff driver, external diff and merge driver its config (any scope, any include) names."""
+    diff driver, external diff and merge driver its config (any scope, any include) names.
+    HardeningError when a listing fails or times out (the caller must not run git then)."""
     env = clean_env(base_env if base_env is not None else os.environ)
     env = _with_pairs(env, STATIC)
     pairs = list(STATIC)
@@ -130,7 +147,8 @@ def _with_pairs(env: dict[str, str], pairs) -> dict[str, str]:
 
 def hardened_env(cwd: Path | str, base: dict[str, str] | None = None) -> dict[str, str]:
     """`base` (default: os.environ) with the full hardening for git run in `cwd` added after any
-    command-scope config already there (later entries win)."""
+    command-scope config already there (later entries win); HardeningError when the config
+    cannot be listed."""
     env = clean_env(base if base is not None else os.environ)
     pairs = config_pairs(cwd, env)
     return _with_pairs(env, pairs)

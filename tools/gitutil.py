@@ -36,8 +36,18 @@ def git_command(cwd: Path, args, env: dict | None = None) -> tuple[list[str], di
 def git_run(root: Path, *args: str, env: dict | None = None, check: bool = False,
             text: bool = False, input: str | bytes | None = None,
             timeout: float | None = None) -> subprocess.CompletedProcess:
-    """Run hardened `git ARGS` in `root` and capture its output (bytes unless `text`)."""
-    argv, full_env = git_command(Path(root), args, env)
+    """Run hardened `git ARGS` in `root` and capture its output (bytes unless `text`). When the
+    hardening cannot be built (githarden.HardeningError) git is not run: the result is exit 128
+    with the reason on stderr (CalledProcessError with `check`)."""
+    try:
+        argv, full_env = git_command(Path(root), args, env)
+    except githarden.HardeningError as exc:
+        why = f"clover: {exc}\n"
+        res = subprocess.CompletedProcess(["git", *args], 128, "" if text else b"",
+                                          why if text else why.encode())
+        if check:
+            raise subprocess.CalledProcessError(128, res.args, res.stdout, res.stderr)
+        return res
     return subprocess.run(argv, cwd=root, env=full_env, input=input, capture_output=True,
                           check=check, text=text, timeout=timeout,
                           **({} if input is not None else {"stdin": subprocess.DEVNULL}))

@@ -1,6 +1,6 @@
 """A tiny process that runs one command as a child subreaper (run as a script, standard library only).
 
-    python -I -S reaper.py STATUS_FD GRACE PARENT -- COMMAND...
+    python -I -S reaper.py STATUS_FD GRACE PARENT -- COMMAND...   (STATUS_FD -1: none)
 
 Linux hands every orphaned descendant of a subreaper (`prctl(PR_SET_CHILD_SUBREAPER)`) to it
 instead of to init, so children that leave the process group with setsid/setpgrp still stay in
@@ -9,7 +9,8 @@ b"B" is written to STATUS_FD); on SIGTERM/SIGINT/SIGHUP (a timeout or a cancel i
 descendant is killed at once. When PARENT (Clover) dies, however it dies (SIGKILL too), the kernel
 sends the reaper SIGTERM (`PR_SET_PDEATHSIG`) and it kills every descendant the same way, so no
 command outlives Clover. The exit status is the command's (a signal is re-raised).
-Used by tools/shell.py when no bubblewrap sandbox runs the command (docs/security.md).
+Used by tools/shell.py when no bubblewrap sandbox runs the command (docs/security.md), and around
+every stdio MCP server (clover_cli/agent/mcp/hub.py), with stdin and stdout passed through.
 """
 import ctypes
 import os
@@ -98,7 +99,8 @@ def main(argv: list[str]) -> int:
     child = os.fork()
     if child == 0:
         try:
-            os.close(status_fd)
+            if status_fd >= 0:
+                os.close(status_fd)
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGXFSZ):
                 signal.signal(sig, signal.SIG_DFL)
             prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -115,7 +117,7 @@ def main(argv: list[str]) -> int:
         while descendants(os.getpid()) and time.monotonic() < deadline:
             time.sleep(0.02)
             reap()
-        if kill_all(0.2):
+        if kill_all(0.2) and status_fd >= 0:
             os.write(status_fd, b"B")
     except _Stop:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):

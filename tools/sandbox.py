@@ -12,7 +12,9 @@ mode picks (clover_cli/agent/approvals.py registers it per repository root):
 
 Every sandbox drops all capabilities (root included) and, where it can, runs in its own user
 namespace that forbids nested ones; $HOME is an empty tmpfs with only the toolchain folders bound
-back; the environment is scrubbed of secrets (tools/sandbox_env.py).
+back (resolved first: `toolchain_paths`); the environment is an allow list (tools/sandbox_env.py);
+a seccomp filter refuses set-id modes and the files a command changed lose any set-id bit
+afterwards (tools/setid.py).
 
 Where bwrap is missing or cannot create namespaces (tested once per process, the answer cached)
 the command runs without a sandbox and the approval rules are the only guard; `status()` says so
@@ -34,25 +36,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import sandbox_env
-from .statedir import cache_home, state_home
+from . import sandbox_env, setid
+from .sandbox_paths import (SECRET_DIRS, SECRET_FILES, TOOLCHAIN_DIRS, _home, _inside,  # noqa: F401
+                            _interpreter_in_tmp, _readable, _real, _secret_paths, toolchain_paths)
 
 PROFILES = ("read-only", "workspace", "off")
 DEFAULT_PROFILE = "workspace"
 MODE_PROFILES = {"read-only": "read-only", "ask": "workspace", "auto-edit": "workspace", "yolo": "off"}
-# Paths under $HOME that hold credentials; hidden (an empty tmpfs over a folder, /dev/null over a file).
-SECRET_DIRS = (".ssh", ".gnupg", ".aws", ".azure", ".config", ".kube", ".docker", ".password-store",
-               ".local/share/keyrings", ".mozilla", ".pki", ".terraform.d", ".vault-token.d")
-SECRET_FILES = (".netrc", ".git-credentials", ".pypirc", ".npmrc", ".yarnrc", ".vault-token",
-                ".bash_history", ".zsh_history", ".python_history", ".psql_history", ".mysql_history")
-# Folders under $HOME a build needs (interpreters, toolchains, package caches), bound back read-only
-# over the empty $HOME; every other file there (~/.pgpass, ~/.cargo/credentials.toml, ~/.m2/settings.xml,
-# ~/.cache/huggingface/token, ...) is hidden without having to be named.
-TOOLCHAIN_DIRS = (".local/bin", ".local/lib", ".local/share/uv/python", ".local/share/uv/tools",
-                  ".local/pipx", ".pyenv", ".rustup", ".cargo/bin", ".cargo/registry", ".cargo/git",
-                  ".nvm", ".volta", ".bun/bin", "go/bin", "go/pkg/mod", ".cache/pip", ".cache/uv",
-                  ".cache/go-build", ".m2/repository", ".gradle/caches", ".gradle/wrapper",
-                  ".npm/_cacache", ".nuget/packages", ".sdkman/candidates", ".dotnet")
+SETID_GUARD = Path(__file__).resolve().with_name("setid.py")  # run as a script around confine()d programs
 MAX_GIT_SCAN_DIRS = 20000  # folders walked looking for nested .git; deeper ones stay writable
 
 # Every sandbox: no capabilities (root too: no remount, bind, umount, sethostname), its own pid,
@@ -75,10 +66,6 @@ class Status:
 
     available: bool
     reason: str  # "" when available; else a one-line reason
-
-
-def _real(root: Path | str) -> str:
-    return os.path.realpath(os.fspath(root))
 
 
 def register(root: Path | str, owner: object, mode_of: Callable[[object], str]) -> None:
@@ -180,6 +167,12 @@ def command_env(base: dict[str, str], profile: str, root: Path | str | None = No
     return sandbox_env.command_env(base, profile, profile != "off" and status().available, root)
 
 
+def clear_setid(root: Path | str, since: float) -> list[str]:
+    """After a command under a profile other than "off": the set-id bits of every file in `root`
+    it changed are cleared (tools/setid.py); returns those files."""
+    return setid.clear_setid([_real(root)], since)
+
+
 def _gitdir_target(path: str) -> str | None:
     """The real git dir a `gitdir: X` file names (X relative to the file's folder), or None."""
     try:
@@ -232,74 +225,27 @@ def _hide(path: str, argv: list[str]) -> None:
         argv += ["--ro-bind", "/dev/null", path]
 
 
-def _interpreter_in_tmp(real: str) -> list[str]:
-    """The interpreter's prefixes and the active virtual environment that lie under /tmp (and
-    outside the repository): the private /tmp would hide the Python that runs the repository's
-    tests (`clover fix`), so they are bound back read-only."""
-    found: list[str] = []
-    for path in (sys.prefix, sys.base_prefix, os.environ.get("VIRTUAL_ENV", "")):
-        if (path and os.path.isdir(path) and _inside(path, "/tmp") and not _inside(path, real)
-                and not any(_inside(path, f) for f in found)):
-            found.append(path)
-    return found
-
-
-def _home() -> str | None:
-    home = os.path.realpath(os.path.expanduser("~"))
-    return home if home != "/" and os.path.isdir(home) else None
-
-
-def _secret_paths() -> list[str]:
-    home = os.path.expanduser("~")
-    paths = [os.path.join(home, p) for p in SECRET_DIRS + SECRET_FILES]
-    for var in ("XDG_CONFIG_HOME",):
-        value = os.environ.get(var, "")
-        if value and os.path.isabs(value):
-            paths.append(value)
-    paths += [os.fspath(state_home()), os.fspath(cache_home())]  # other repositories' sessions
-    return [os.path.realpath(p) for p in dict.fromkeys(paths)]
-
-
-def _inside(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
-
-
-def toolchain_paths(home: str, secrets: list[str]) -> list[str]:
-    """The folders under `home` bound back into the hidden home: TOOLCHAIN_DIRS, the PATH entries,
-    the interpreter's prefixes and the active virtual environment (none inside a secret path)."""
-    import sys
-
-    wanted = [os.path.join(home, p) for p in TOOLCHAIN_DIRS]
-    wanted += os.environ.get("PATH", "").split(os.pathsep)
-    wanted += [sys.prefix, sys.base_prefix, os.environ.get("VIRTUAL_ENV", "")]
-    out = []
-    for path in wanted:
-        if not path or not os.path.isabs(path) or not os.path.isdir(path):
-            continue
-        real = os.path.realpath(path)
-        if _inside(path, home) and path != home and real != home and \
-                not any(_inside(path, s) or _inside(real, s) for s in secrets):
-            out.append(path)
-    out = list(dict.fromkeys(out))
-    return [p for p in out if not any(q != p and _inside(p, q) for q in out)]  # outermost only
-
-
-def confine(root: Path | str, argv: list[str], env: dict[str, str],
-            writable: tuple[str, ...] = ()) -> tuple[list[str], dict[str, str], bool]:
-    """(argv, env, sandboxed) to run a program Clover starts itself (`clover fix`'s test command)
-    like an approved shell command: in the workspace sandbox where bwrap works, `writable`
-    folders outside the repository bound writable (a report folder); never with a secret in
-    its environment, sandbox or not (a test suite does not need the model's API key)."""
-    env = sandbox_env.without_secrets(sandbox_env.command_env(env, "workspace", False, root))
+def confine(root: Path | str, argv: list[str], env: dict[str, str], writable: tuple[str, ...] = (),
+            readable: tuple[str, ...] = ()) -> tuple[list[str], dict[str, str], bool]:
+    """(argv, env, sandboxed) to run a program Clover starts itself (`clover fix`'s test command,
+    `clover swebench evaluate`'s tests) like an approved shell command: in the workspace sandbox
+    where bwrap works, `writable` folders outside the repository bound writable (a report
+    folder), `readable` ones bound read-only (an environment in Clover's cache); always with
+    the allow-listed environment, and under tools/setid.py, which refuses set-id modes and clears
+    any set-id bit left under the writable folders afterwards, sandbox or not."""
+    env = sandbox_env.command_env(env, "workspace", True, root)
+    guard = [sys.executable, "-I", "-S", str(SETID_GUARD), _real(root), *map(_real, writable), "--"]
     if forced() == "off" or not status().available:
-        return list(argv), env, False
-    return bwrap_argv(root, "workspace", list(argv), writable=writable), env, True
+        return guard + list(argv), env, False
+    inner = bwrap_argv(root, "workspace", list(argv), writable=writable, readable=readable, seccomp=True)
+    return guard + inner, env, True
 
 
-def bwrap_argv(root: Path | str, profile: str, command: list[str],
-               writable: tuple[str, ...] = ()) -> list[str]:
-    """The bubblewrap command line that runs `command` in `root` under `profile` (`writable`:
-    folders bound read-write after everything else)."""
+def bwrap_argv(root: Path | str, profile: str, command: list[str], writable: tuple[str, ...] = (),
+               readable: tuple[str, ...] = (), seccomp: bool = False) -> list[str]:
+    """The bubblewrap command line that runs `command` in `root` under `profile` (`readable`,
+    `writable`: folders bound read-only, read-write after everything else; `seccomp`: the
+    set-id filter's `--seccomp` with tools/setid.py's SECCOMP_FD_WORD for its descriptor)."""
     exe = shutil.which("bwrap") or "bwrap"
     real = _real(root)
     status()
@@ -322,9 +268,15 @@ def bwrap_argv(root: Path | str, profile: str, command: list[str],
     bound: list[str] = []
     if home is not None:
         argv += ["--tmpfs", home]  # everything in $HOME is gone but the toolchains and the repository
-        bound = [p for p in toolchain_paths(home, secrets) if not _inside(p, real)]
-        for path in bound:
-            argv += ["--ro-bind", os.path.realpath(path), path]
+        chains = [(p, link) for p, link in toolchain_paths(home, secrets) if not _inside(p, real)]
+        bound = [p for p, _ in chains]
+        for path, link in chains:
+            argv += ["--ro-bind", path, path]
+        links: list[str] = []
+        for path, link in chains:
+            if link and not any(_inside(link, b) or _inside(b, link) for b in bound + links):
+                links.append(link)
+                argv += ["--symlink", path, link]
         secrets = [p for p in secrets if not _inside(p, home) or any(_inside(p, b) for b in bound)]
     above = [p for p in secrets if _inside(real, p)]  # the repository lies inside it: hide first
     for path in above:
@@ -339,7 +291,11 @@ def bwrap_argv(root: Path | str, profile: str, command: list[str],
         _hide(path, argv)
     for path in _interpreter_in_tmp(real):  # a venv under /tmp (a CI clone) stays runnable
         argv += ["--ro-bind", os.path.realpath(path), path]
+    for path in _readable(readable, home or _home()):
+        argv += ["--ro-bind", path, path]
     for path in writable:
         argv += ["--bind", _real(path), _real(path)]
+    if seccomp:
+        argv += ["--seccomp", setid.SECCOMP_FD_WORD]
     argv += ["--chdir", real, "--"]
     return argv + command

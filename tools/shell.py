@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from . import sandbox
+from . import githarden, sandbox, setid
 from .base import ToolResult
 
 DEFAULT_TIMEOUT = 120.0
@@ -166,7 +166,13 @@ def _spawn(root: Path, command: str, profile: str, env: dict[str, str]):
     common = dict(cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                   stderr=subprocess.STDOUT, start_new_session=True)
     if profile != "off" and sandbox.status().available:
-        return subprocess.Popen(sandbox.bwrap_argv(root, profile, inner), **common), None
+        fd = setid.filter_fd()  # set-id modes refused inside (tools/setid.py)
+        try:
+            argv = setid.with_filter(sandbox.bwrap_argv(root, profile, inner, seccomp=True), fd)
+            return subprocess.Popen(argv, pass_fds=(fd,) if fd is not None else (), **common), None
+        finally:
+            if fd is not None:
+                os.close(fd)
     if not sys.platform.startswith("linux"):  # no subreaper there: the process group only
         return subprocess.Popen(inner, **common), None
     r, w = os.pipe()
@@ -205,9 +211,12 @@ def run_shell(root: Path, command: str, timeout: float | None = None,
         return ToolResult(False, f"CLOVER_SANDBOX=bwrap, but {st.reason}; the command was not run",
                           {"error": "sandbox"})
     notice = sandbox.take_notice(profile)
-    env = sandbox.command_env({**os.environ, "GIT_TERMINAL_PROMPT": "0", "PAGER": "cat",
-                               "GIT_PAGER": "cat", "TERM": "dumb", "PYTHONUNBUFFERED": "1"}, profile, root)
-    started = time.monotonic()
+    try:
+        env = sandbox.command_env({**os.environ, "GIT_TERMINAL_PROMPT": "0", "PAGER": "cat",
+                                   "GIT_PAGER": "cat", "TERM": "dumb", "PYTHONUNBUFFERED": "1"}, profile, root)
+    except githarden.HardeningError as exc:  # fails closed: no command without the git hardening
+        return ToolResult(False, f"{exc}; the command was not run", {"error": "git_hardening"})
+    started, wall_start = time.monotonic(), time.time()
     try:
         had_git = os.path.lexists(root / ".git")
         proc, status_fd = _spawn(root, command, profile, env)
@@ -223,6 +232,9 @@ def run_shell(root: Path, command: str, timeout: float | None = None,
     notes = [limit_note] if limit_note else []
     if not had_git and profile != "off" and st.available:
         notes.append(_quarantine_new_git(root))
+    if profile == "workspace" and not (st.available and setid.filter_program() is not None):
+        # no seccomp filter refused the bits (no bwrap, or a machine without a filter): clear them
+        notes.append(_setid_note(sandbox.clear_setid(root, wall_start), root))
     notes = [n for n in notes if n] + _ending_notes(code, outcome, limit, killed_background)
     text = captured.render()
     output = (notice + "\n" if notice else "") + (text.rstrip("\n") + "\n" if text.strip() else "") + "\n".join(notes)
@@ -314,6 +326,15 @@ def _quarantine_new_git(root: Path) -> str:
         return f"[the command created .git, and it could not be moved aside ({exc}); do not trust it]"
     return (f"[the command created .git; a repository made inside the sandbox is not used, so it was "
             f"moved to {aside.name} (run `git init` yourself if you want one)]")
+
+
+def _setid_note(cleared: list[str], root: Path) -> str:
+    """The result's note naming the files whose set-id bits were cleared ("" for none)."""
+    if not cleared:
+        return ""
+    names = ", ".join(os.path.relpath(p, os.path.realpath(root)) for p in cleared[:5])
+    more = f" and {len(cleared) - 5} more" if len(cleared) > 5 else ""
+    return f"[set-id bits cleared on {names}{more}: a command may not leave set-id programs]"
 
 
 class _LiveStream:

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from clover_cli.agent.redact import scrub
 from clover_cli.tools.statedir import repo_state_dir, state_folder_problem
 from clover_cli.tools.textio import FileTooLargeError, NotRegularFileError, file_kind, read_regular
 
@@ -138,14 +139,14 @@ class SessionLog:
                 self.append(earlier)
         full = {"t": round(time.time(), 3), **record}
         try:
-            line = json.dumps(full, ensure_ascii=False, default=str)
+            line = scrub(json.dumps(full, ensure_ascii=False, default=str))  # no API key (redact.py)
         except (ValueError, RecursionError) as exc:  # circular or absurdly deep: note, never crash
             line = json.dumps({"t": full["t"], "type": str(record.get("type", "record"))[:64],
                                "unwritable": f"{type(exc).__name__}: {exc}"[:200]})
         try:
             data = (line + "\n").encode("utf-8")
         except UnicodeEncodeError:  # lone surrogates: ASCII escapes keep the record lossless
-            data = (json.dumps(full, ensure_ascii=True, default=str) + "\n").encode("utf-8")
+            data = (scrub(json.dumps(full, ensure_ascii=True, default=str)) + "\n").encode("utf-8")
         try:
             self._write(data, sync=record.get("type") == "turn_end")
         except OSError as exc:

@@ -53,7 +53,7 @@ def _show(as_json: bool, name: str, spec, tools, error: str) -> None:
     if as_json:
         click.echo(json.dumps({"server": name, "transport": spec.transport, "target": spec.describe(),
                                "error": error or None,
-                               "tools": [{"name": t.qualified, "read_only": t.read_only,
+                               "tools": [{"name": t.qualified, "read_only": t.read_only, "read_only_hint": t.read_only_hint,
                                           "description": t.description} for t in tools or []]}))
         return
     head = f"{name}  ({spec.transport}: {spec.describe()})"

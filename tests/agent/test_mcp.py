@@ -22,11 +22,13 @@ def clover(*args, cwd=None, timeout=180):
                           text=True, cwd=cwd, timeout=timeout, env=os.environ.copy())
 
 
-def _configure(notes: Path) -> Path:
+def _configure(notes: Path, extra: str = "") -> Path:
+    """The user's config: the notes server, with lookup_word and broken_tool listed read-only."""
     path = Path(os.environ["XDG_CONFIG_HOME"]) / "clover" / "config.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(f'[mcp.servers.notes]\ncommand = {json.dumps(sys.executable)}\n'
-                    f'args = [{json.dumps(str(SERVER))}, {json.dumps(str(notes))}]\ntimeout = 90\n')
+                    f'args = [{json.dumps(str(SERVER))}, {json.dumps(str(notes))}]\ntimeout = 90\n'
+                    f'read_only_tools = ["lookup_word", "broken_tool"]\n{extra}')
     return path
 
 
@@ -36,7 +38,7 @@ def test_config_entries_are_checked():
     assert ok["a"].transport == "stdio" and ok["a"].args == ("-x",) and ok["b"].transport == "http"
     bad = [{"a": {}}, {"a": {"command": "x", "url": "http://h"}}, {"a": {"command": "x", "args": "y"}},
            {"a": {"url": "ftp://h"}}, {"a b": {"command": "x"}}, {"a": {"command": "x", "colour": 1}},
-           {"a": {"command": "x", "timeout": -1}}]
+           {"a": {"command": "x", "timeout": -1}}, {"a": {"command": "x", "read_only_tools": "t"}}]
     for servers in bad:
         with pytest.raises(McpConfigError) as exc:
             servers_from({"mcp": {"servers": servers}}, "config.toml")
@@ -64,7 +66,7 @@ def test_mcp_list_shows_servers_and_tools(tmp_path):
     _configure(tmp_path)
     p = clover("mcp", "list")
     assert p.returncode == 0, p.stderr
-    assert "notes  (stdio:" in p.stdout and "3 tools" in p.stdout
+    assert "notes  (stdio:" in p.stdout and "4 tools" in p.stdout
     lines = {ln.split()[0]: ln for ln in p.stdout.splitlines() if ln.startswith("  ")}
     assert "read-only" in lines["notes.lookup_word"] and "writes" in lines["notes.save_note"]
 
@@ -116,12 +118,13 @@ def test_a_streamable_http_server(tmp_path):
                 time.sleep(0.2)
         path = Path(os.environ["XDG_CONFIG_HOME"]) / "clover" / "config.toml"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f'[mcp.servers.web]\nurl = "http://127.0.0.1:{port}/mcp"\n')
+        path.write_text(f'[mcp.servers.web]\nurl = "http://127.0.0.1:{port}/mcp"\nread_only_tools = ["lookup_word"]\n')
         p = clover("mcp", "list", "--json")
         assert p.returncode == 0, p.stdout + p.stderr
         info = json.loads(p.stdout)
         assert info["transport"] == "http" and info["error"] is None
-        assert {t["name"]: t["read_only"] for t in info["tools"]}["web.lookup_word"] is True
+        tools = {t["name"]: (t["read_only"], t["read_only_hint"]) for t in info["tools"]}
+        assert tools["web.lookup_word"] == (True, True) and tools["web.sneaky_write"] == (False, True)
     finally:
         proc.terminate()
         proc.wait(10)
@@ -150,3 +153,61 @@ def test_an_mcp_turn_over_a_server_that_enforces_openais_tool_name_rule(tmp_path
     wire = {t["function"]["name"] for t in srv.requests[0]["body"]["tools"]}
     assert "notes_lookup_word" in wire and not any("." in n for n in wire)
     assert srv.requests[1]["body"]["messages"][-2]["tool_calls"][0]["function"]["name"] == "notes_lookup_word"
+
+
+@pytest.mark.slow
+def test_read_only_mode_calls_no_tool_the_user_did_not_list_whatever_the_server_claims(tmp_path):
+    """sneaky_write claims readOnlyHint and writes: only the user's `read_only_tools` counts."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    _configure(notes)
+    repo = make_repo(tmp_path / "repo", git=False)
+    spec = replay(tmp_path, [call("notes.sneaky_write"), call("notes.lookup_word", word="clover"), "Done."])
+    p = clover("run", "tidy", "--model", spec, "--root", str(repo), "--json", "--approval", "read-only")
+    assert p.returncode == 0, p.stderr
+    events = [json.loads(line) for line in p.stdout.splitlines()]
+    results = [(e["name"], e["ok"]) for e in events if e["type"] == "tool_result"]
+    assert results == [("notes.sneaky_write", False), ("notes.lookup_word", True)], results
+    assert not (notes / "sneaky.txt").exists()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the subreaper is Linux's")
+@pytest.mark.parametrize("how", ["exits", "is killed"])
+def test_no_process_an_mcp_server_starts_outlives_clover(tmp_path, how):
+    """A grandchild that left the server's process group (setsid) dies with Clover, whether
+    Clover stops its servers or is SIGKILLed."""
+    import signal
+    import time
+    pid_file = tmp_path / "grandchild.pid"
+    _configure(tmp_path, f'env = {{ GRANDCHILD_PID = {json.dumps(str(pid_file))} }}\n')
+    if how == "exits":
+        p = clover("mcp", "list")
+        assert p.returncode == 0, p.stdout + p.stderr
+    else:
+        repo = make_repo(tmp_path / "repo", git=False)
+        spec = replay(tmp_path, [call("run_shell", command="sleep 60"), "Done."])
+        proc = subprocess.Popen([sys.executable, "-m", "clover_cli.cli", "run", "go", "--model", spec,
+                                 "--root", str(repo), "--approval", "yolo"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while not pid_file.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 20
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    alive = _alive(pid)
+    if alive:
+        os.kill(pid, signal.SIGKILL)
+    assert not alive, f"the server's grandchild {pid} outlived clover ({how})"

@@ -3,6 +3,7 @@ hidden list never named, and the real git dir a `.git` file points to. `clover f
 runs under the same rules. Real bubblewrap, real processes."""
 from __future__ import annotations
 
+import base64
 import sys
 from pathlib import Path
 
@@ -50,9 +51,9 @@ def test_the_api_key_is_dropped_whatever_the_variable_is_called(git_repo, monkey
     monkeypatch.setenv("MY_OPENAI", f"Bearer {KEY}")
     monkeypatch.setenv("ZEBRA", "zz-registered-9137")  # a name no pattern knows, named by --api-key-env
     monkeypatch.setenv("COPY_OF_IT", "x=zz-registered-9137")
-    monkeypatch.setenv("PLAIN_SETTING", "visible-value")
+    monkeypatch.setenv("LANG", "C.UTF-8")
     monkeypatch.setenv("PIP_KEYRING_PROVIDER", "disabled")  # secret-named, but its value is no secret
-    monkeypatch.setenv("OTHER_SETTING", "disabled")
+    monkeypatch.setenv("PYTHONHASHSEED", "7")
     monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
     monkeypatch.setenv("GIT_CONFIG_KEY_0", "http.extraHeader")
     monkeypatch.setenv("GIT_CONFIG_VALUE_0", f"Authorization: Bearer {KEY}")
@@ -61,7 +62,7 @@ def test_the_api_key_is_dropped_whatever_the_variable_is_called(git_repo, monkey
     assert res.details["sandbox"] == f"bwrap:{profile}"
     for value in (KEY, "zz-registered-9137", "LLM_BEARER", "MY_OPENAI", "ZEBRA", "COPY_OF_IT"):
         assert value not in res.output, value
-    assert "PLAIN_SETTING=visible-value" in res.output and "OTHER_SETTING=disabled" in res.output
+    assert "LANG=C.UTF-8" in res.output and "PYTHONHASHSEED=7" in res.output  # the allow list
     assert "GIT_CONFIG_KEY_0=http.extraHeader" in res.output  # kept, its value emptied
 
 
@@ -105,3 +106,39 @@ def test_fix_runs_the_test_command_without_secrets_and_sandboxed(git_repo, tmp_p
     if sandbox.status().available:
         assert not outside.exists()  # written, if at all, to the sandbox's private /tmp
     assert Path(git_repo / "README.md").read_text() == "# demo\n"
+
+
+ENCODINGS = {"B64_OF_IT": base64.b64encode(KEY.encode()).decode(), "HEX_OF_IT": KEY.encode().hex(),
+             "UPPER_OF_IT": KEY.upper(), "REVERSED_OF_IT": KEY[::-1],
+             "FIRST_HALF": KEY[:10], "SECOND_HALF": KEY[10:], "PLAIN_SETTING": "visible-value"}
+
+
+@needs_bwrap
+@pytest.mark.parametrize("profile", ["read-only", "workspace"])
+def test_only_allow_listed_variables_reach_a_sandboxed_command(git_repo, monkeypatch, profile):
+    """The key base64- or hex-encoded, upper-cased, reversed or split in two reaches no command:
+    no variable outside the allow list does (the user's `[shell] env` adds names)."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    for name, value in ENCODINGS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    res = run_shell(git_repo, "env", sandbox_profile=profile)
+    assert res.details["sandbox"] == f"bwrap:{profile}"
+    for name, value in ENCODINGS.items():
+        assert name not in res.output and value not in res.output, name
+    assert "LANG=C.UTF-8" in res.output and "PATH=" in res.output and "HOME=" in res.output
+
+
+@needs_bwrap
+def test_the_user_config_adds_names_and_a_repository_cannot(git_repo, tmp_path, monkeypatch):
+    conf = tmp_path / "xdg"
+    (conf / "clover").mkdir(parents=True)
+    (conf / "clover" / "config.toml").write_text('[shell]\nenv = ["PLAIN_SETTING"]\n')
+    (git_repo / ".clover").mkdir()
+    (git_repo / ".clover" / "config.toml").write_text('[shell]\nenv = ["HEX_OF_IT"]\n')
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(conf))
+    for name, value in ENCODINGS.items():
+        monkeypatch.setenv(name, value)
+    res = run_shell(git_repo, "env", sandbox_profile="workspace")
+    assert "PLAIN_SETTING=visible-value" in res.output
+    assert "HEX_OF_IT" not in res.output

@@ -12,7 +12,11 @@ from clover_cli.engine.config import DEFAULT_THRESHOLD, check_threshold
 
 
 class BackendError(RuntimeError):
-    """A model backend failure; str() is one line for the user."""
+    """A model backend failure; str() is one line for the user, never holding the API key."""
+
+    def __str__(self) -> str:
+        from clover_cli.agent.redact import scrub  # a server may quote the key it was sent
+        return scrub(super().__str__())
 
 
 @dataclass(frozen=True)

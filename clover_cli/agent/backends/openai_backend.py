@@ -77,6 +77,8 @@ class OpenAIBackend(ModelBackend):
         if api_key_env and not os.environ.get(api_key_env) and api_key is None:
             raise BackendError(f"environment variable {api_key_env} (--api-key-env) is not set")
         self.api_key = api_key if api_key is not None else os.environ.get(env, "")
+        from clover_cli.agent.redact import register
+        register(self.api_key)  # never printed or written, whatever the server echoes (redact.py)
         self.timeout = float(timeout)
         self.retries = int(retries)
         self.backoff = float(backoff)

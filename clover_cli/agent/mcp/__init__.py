@@ -3,9 +3,10 @@
 `attach()` (called when an agent is created) reads `[mcp.servers.*]` from the user's config
 file, starts those servers through the `mcp` SDK (only then is it imported) and registers each
 tool as `SERVER.tool` in the tool registry: the model sees it with the server's description and
-input schema, calls go through the same approval policy (a tool the server does not mark
-`readOnlyHint` counts as writing: refused in read-only mode, asked in ask mode), and a failure
-comes back to the model as a failed tool result. With no servers configured nothing happens.
+input schema, calls go through the same approval policy (a tool the user's config does not list
+in the server's `read_only_tools` counts as writing, whatever `readOnlyHint` the server claims:
+refused in read-only mode, asked in ask mode), and a failure comes back to the model as a failed
+tool result. With no servers configured nothing happens.
 """
 from __future__ import annotations
 

@@ -8,6 +8,7 @@
 
     [mcp.servers.search]           # streamable HTTP: Clover connects to the URL
     url = "http://127.0.0.1:8931/mcp"
+    read_only_tools = ["search"]   # only these run in read-only mode (a server's hint is not enough)
 
 A repository cannot add servers: nothing under a repository is read here (docs/security.md).
 Standard library only; a bad entry is a one-line McpConfigError naming the file and the key.
@@ -35,6 +36,7 @@ class ServerSpec:
     url: str = ""
     timeout: float = 30.0  # seconds for start-up and for each call
     enabled: bool = True
+    read_only_tools: tuple[str, ...] = ()  # the user's word that these tools write nothing
 
     @property
     def transport(self) -> str:
@@ -78,7 +80,7 @@ def servers_from(data: dict, where: str = "config") -> dict[str, ServerSpec]:
             raise McpConfigError(f"{key}: a server name is letters, digits, '_' or '-' (at most 40)")
         if not isinstance(entry, dict):
             raise McpConfigError(f"{key} must be a table")
-        unknown = set(entry) - {"command", "args", "env", "url", "timeout", "enabled"}
+        unknown = set(entry) - {"command", "args", "env", "url", "timeout", "enabled", "read_only_tools"}
         if unknown:
             raise McpConfigError(f"{key}: unknown key(s) {', '.join(sorted(unknown))}")
         command, url = entry.get("command", ""), entry.get("url", "")
@@ -98,5 +100,9 @@ def servers_from(data: dict, where: str = "config") -> dict[str, ServerSpec]:
         enabled = entry.get("enabled", True)
         if not isinstance(enabled, bool):
             raise McpConfigError(f"{key}: enabled must be true or false")
-        out[name] = ServerSpec(name, command, tuple(args), dict(env), url, float(timeout), enabled)
+        read_only = entry.get("read_only_tools", [])
+        if not isinstance(read_only, list) or not all(isinstance(a, str) for a in read_only):
+            raise McpConfigError(f"{key}: read_only_tools must be a list of tool names")
+        out[name] = ServerSpec(name, command, tuple(args), dict(env), url, float(timeout), enabled,
+                               tuple(read_only))
     return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import threading
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -28,7 +29,8 @@ class RemoteTool:
     name: str
     description: str
     input_schema: dict
-    read_only: bool
+    read_only: bool  # the user's config lists it in `read_only_tools`
+    read_only_hint: bool = False  # the server claims so (shown, never trusted)
 
     @property
     def qualified(self) -> str:
@@ -92,7 +94,7 @@ class McpHub:
                 transport = streamable_http_client(spec.url)
             else:
                 from mcp import StdioServerParameters, stdio_client
-                params = StdioServerParameters(command=spec.command, args=list(spec.args),
+                params = StdioServerParameters(command=sys.executable, args=_reaped(spec),
                                                env=dict(spec.env) or None)
                 if self._devnull is None:
                     self._devnull = open(os.devnull, "w")  # servers' stderr stays off the terminal
@@ -102,7 +104,7 @@ class McpHub:
                 async with ClientSession(read, write) as session:
                     await session.initialize()
                     listed = await session.list_tools()
-                    srv.tools = [_remote(spec.name, t) for t in listed.tools]
+                    srv.tools = [_remote(spec, t) for t in listed.tools]
                     srv.session = session
                     srv.ready.set()
                     await srv.stop.wait()
@@ -188,13 +190,24 @@ class McpHub:
             self._devnull = None
 
 
-def _remote(server: str, tool: Any) -> RemoteTool:
+def _reaped(spec: ServerSpec) -> list[str]:
+    """The arguments that run a stdio server under Clover's subreaper (tools/reaper.py): every
+    process it starts, even one that calls setsid, is killed when the server stops or when
+    Clover dies, however it dies."""
+    from clover_cli.tools.shell import REAPER
+    return ["-I", "-S", str(REAPER), "-1", "0.5", str(os.getpid()), "--", spec.command, *spec.args]
+
+
+def _remote(spec: ServerSpec, tool: Any) -> RemoteTool:
+    """A listed tool. It counts as read-only only when the user's config names it in the server's
+    `read_only_tools`: the server's readOnlyHint is its claim, not a guarantee (docs/mcp.md)."""
     ann = getattr(tool, "annotations", None)
-    read_only = bool(getattr(ann, "read_only_hint", getattr(ann, "readOnlyHint", False))) if ann else False
+    hint = bool(getattr(ann, "read_only_hint", getattr(ann, "readOnlyHint", False))) if ann else False
     schema = getattr(tool, "input_schema", None) or getattr(tool, "inputSchema", None) or {}
     if not isinstance(schema, dict):
         schema = {"type": "object"}
-    return RemoteTool(server, tool.name, (getattr(tool, "description", "") or "").strip(), schema, read_only)
+    return RemoteTool(spec.name, tool.name, (getattr(tool, "description", "") or "").strip(), schema,
+                      tool.name in spec.read_only_tools, hint)
 
 
 def _result_text(result: Any) -> str:

@@ -6,16 +6,18 @@
 3. The repository is installed into the environment (the spec's pre_install and install steps);
    with `--python`, an overlay venv on top of that interpreter imports the worktree instead.
 4. The test_patch's files are reset to base_commit, the test_patch is applied.
-5. The test command runs on the WHOLE test files (specs.py), its output framed with the
-   harness's markers and exit status into a log (logparse.py), which is parsed with the
-   repository's parser and graded (grading.py; the `swebench` package's own grader when it is
-   installed and current, see official.py).
+5. The test command runs on the WHOLE test files (specs.py), in the workspace sandbox without
+   secrets (install steps too: both run the repository's and the patch's code; docs/security.md),
+   its output framed with the harness's markers and exit status into a log (logparse.py), which
+   is parsed with the repository's parser and graded (grading.py; the `swebench` package's own
+   grader when it is installed and current, see official.py).
 
 Verdicts: "resolved", "unresolved" (graded, or no patch), "error" (could not be graded: patch or
 test_patch did not apply, environment, interpreter without pytest, timeout, no test log).
 """
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -67,11 +69,26 @@ def prepare(instance: Instance, opts: EvalOptions, clone: Path) -> tuple[EvalSpe
     return spec, env, command
 
 
-def _bash(script: str, cwd: Path, env: TestEnv, timeout: float) -> tuple[int | None, str]:
+def _env_folders(env: TestEnv) -> tuple[str, ...]:
+    """The folders the environment's interpreter needs inside the sandbox: its root (a venv in
+    Clover's cache, an overlay beside the worktree) and the real interpreter's prefix."""
+    real_prefix = Path(os.path.realpath(env.python)).parent.parent
+    found = [env.root, real_prefix] if env.root is not None else [env.python.parent.parent, real_prefix]
+    return tuple(dict.fromkeys(str(p) for p in found))
+
+
+def _bash(script: str, cwd: Path, env: TestEnv, timeout: float, writable: tuple[str, ...] = (),
+          readable: tuple[str, ...] = ()) -> tuple[int | None, str]:
+    """Run `script` in the worktree like an approved shell command (tools/sandbox.py's
+    `confine`): the repository's and the model patch's code is untrusted, so it runs in the
+    workspace sandbox, with the allow-listed environment (no API key), set-id modes refused."""
+    from clover_cli.tools.sandbox import confine
+
+    argv, environ, _ = confine(cwd, ["bash", "-c", "set -uo pipefail\n" + script], env.environ(),
+                               writable=writable, readable=readable + _env_folders(env))
     try:
-        proc = subprocess.run(["bash", "-c", "set -uo pipefail\n" + script], cwd=str(cwd),
-                              capture_output=True, text=True, errors="replace", timeout=timeout,
-                              env=env.environ(), stdin=subprocess.DEVNULL)
+        proc = subprocess.run(argv, cwd=str(cwd), capture_output=True, text=True, errors="replace",
+                              timeout=timeout, env=environ, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout or ""
         return None, (out.decode("utf-8", "replace") if isinstance(out, bytes) else out)
@@ -101,7 +118,8 @@ def _install(spec: EvalSpec, env: TestEnv, tree: Path, opts: EvalOptions) -> str
     if install:
         steps.append(install)
     for step in steps:
-        code, out = _bash(step, tree, env, opts.timeout)
+        into = (str(env.root),) if env.root is not None else ()  # the step installs into the env
+        code, out = _bash(step, tree, env, opts.timeout, writable=into)
         if code != 0:
             tail = out.strip().splitlines()[-1:] or ["timed out" if code is None else f"exit {code}"]
             return f"install step failed: {step[:80]}: {tail[0][:200]}"
@@ -179,6 +197,7 @@ def evaluate_prediction(clone: Path, instance: Instance, model_patch: str, dest:
         if method is None:
             return done("error", f"model patch did not apply (git apply, --reject, patch --fuzz=5): {msg}")
         entry.update(patch_applied=True, apply_method=method)
+        forced_folders = _env_folders(env) if opts.python else ()  # the overlay imports from them
         if opts.python:
             try:
                 env, command = _overlay(env, command, dest)
@@ -194,7 +213,7 @@ def evaluate_prediction(clone: Path, instance: Instance, model_patch: str, dest:
             if not ok:
                 return done("error", msg)
             script = "\n".join([*spec.eval_commands, command])
-            code, output = _bash(script, dest, env, opts.timeout)
+            code, output = _bash(script, dest, env, opts.timeout, readable=forced_folders)
         if code is None:
             return done("error", f"tests timed out after {opts.timeout:.0f}s")
         log = frame_log(output, code)
