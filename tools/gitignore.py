@@ -60,16 +60,18 @@ class GitIgnores:
 
     def enter(self, rel_dir: str) -> None:
         """Read the `.gitignore` of `rel_dir` ("" the root, else "a/b/"), and of its parents first."""
-        if rel_dir in self._chains:
-            return
-        parent = rel_dir.rstrip("/").rpartition("/")[0]
-        parent = parent + "/" if parent else ""
-        chain: tuple = ()
-        if rel_dir:
-            self.enter(parent)
-            chain = self._chains[parent]
-        spec = _spec(self.root / rel_dir)
-        self._chains[rel_dir] = chain + ((rel_dir, spec),) if spec is not None else chain
+        missing = []  # the folders from rel_dir up whose rules are not read yet (no recursion:
+        while rel_dir not in self._chains:  # a tree 1,500 levels deep is walked too)
+            missing.append(rel_dir)
+            if not rel_dir:
+                break
+            parent = rel_dir.rstrip("/").rpartition("/")[0]
+            rel_dir = parent + "/" if parent else ""
+        for folder in reversed(missing):
+            parent = folder.rstrip("/").rpartition("/")[0]
+            chain = self._chains[parent + "/" if parent else ""] if folder else ()
+            spec = _spec(self.root / folder)
+            self._chains[folder] = chain + ((folder, spec),) if spec is not None else chain
 
     def ignored(self, rel: str, is_dir: bool) -> bool:
         folder = rel.rpartition("/")[0]

@@ -36,6 +36,7 @@ from typing import Callable
 
 from . import sandbox_env
 from .statedir import cache_home, state_home
+from .walk import walk  # iterative: a 1,500-deep tree cannot raise RecursionError
 
 PROFILES = ("read-only", "workspace", "off")
 DEFAULT_PROFILE = "workspace"
@@ -200,7 +201,7 @@ def git_dirs(root: Path | str) -> list[str]:
     git dir each `gitdir:` file points to, with its `commondir` (symlinks are not followed; at most
     MAX_GIT_SCAN_DIRS folders are walked)."""
     found, walked, real = [], 0, _real(root)
-    for here, dirs, files in os.walk(real):
+    for here, dirs, files in walk(real):
         walked += 1
         if ".git" in dirs:
             found.append(os.path.join(here, ".git"))

@@ -1,0 +1,44 @@
+"""Hostile repositories: a tree 1,500 folders deep, pathological ignore files, a `.git/config`
+that includes a FIFO. Each must end quickly with a listing or a one-line refusal (issue: hangs
+and unbounded memory; docs/tools.md, "Bounds")."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from clover_cli.tools.registry import run_tool
+
+from .conftest import git
+
+DEPTH = 1500
+
+
+def _deep_tree(root: Path) -> str:
+    """root/d/d/.../d/deep.py, DEPTH folders down; its repo-relative path."""
+    here = root
+    for _ in range(DEPTH):
+        here = here / "d"
+        os.mkdir(here)
+    (here / "deep.py").write_text("def deep_function():\n    return 1\n")
+    return "d/" * DEPTH + "deep.py"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("in_git", [False, True], ids=["plain", "git"])
+def test_a_1500_deep_tree_is_listed_mapped_and_commands_still_run(tmp_path, in_git):
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "top.py").write_text("def top_function():\n    return 2\n")
+    deep = _deep_tree(root)
+    if in_git:
+        git(root, "init", "-q", "-b", "main")
+    listing = run_tool("list_files", {}, root)
+    assert listing.ok, listing.output
+    assert deep in listing.details["files"] and "top.py" in listing.details["files"]
+    mapped = run_tool("repo_map", {}, root)
+    assert mapped.ok, mapped.output
+    assert "top_function" in mapped.output
+    shell = run_tool("run_shell", {"command": "echo still-runs"}, root)
+    assert shell.ok and "still-runs" in shell.output, shell.output
