@@ -9,10 +9,25 @@ from pathlib import Path
 import pytest
 
 from clover_cli.tools.registry import run_tool
+from clover_cli.tools.walk import walk
 
 from .conftest import git
 
 DEPTH = 1500
+
+
+@pytest.fixture
+def deep_root(tmp_path):
+    """A repository folder whose deep tree is removed afterwards without recursion (pytest's own
+    clean-up of old temporary folders uses shutil.rmtree, which recurses)."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    yield root
+    for here, dirs, files in reversed(list(walk(root))):
+        for name in files:
+            os.unlink(os.path.join(here, name))
+        for name in dirs:
+            os.rmdir(os.path.join(here, name))
 
 
 def _deep_tree(root: Path) -> str:
@@ -27,9 +42,8 @@ def _deep_tree(root: Path) -> str:
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("in_git", [False, True], ids=["plain", "git"])
-def test_a_1500_deep_tree_is_listed_mapped_and_commands_still_run(tmp_path, in_git):
-    root = tmp_path / "repo"
-    root.mkdir()
+def test_a_1500_deep_tree_is_listed_mapped_and_commands_still_run(deep_root, in_git):
+    root = deep_root
     (root / "top.py").write_text("def top_function():\n    return 2\n")
     deep = _deep_tree(root)
     if in_git:
