@@ -56,3 +56,28 @@ def test_a_1500_deep_tree_is_listed_mapped_and_commands_still_run(deep_root, in_
     assert "top_function" in mapped.output
     shell = run_tool("run_shell", {"command": "echo still-runs"}, root)
     assert shell.ok and "still-runs" in shell.output, shell.output
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("section", ["include", 'includeIf "gitdir:/nowhere/"'])
+def test_a_fifo_included_by_the_git_config_is_refused_not_waited_on(git_repo, section):
+    os.mkfifo(git_repo / ".git" / "pipe")
+    with open(git_repo / ".git" / "config", "a") as fh:
+        fh.write(f"[{section}]\n\tpath = pipe\n")
+    listing = run_tool("list_files", {}, git_repo)
+    assert not listing.ok
+    assert listing.output == ("list_files failed: the repository's git config names .git/pipe, which is a "
+                              "FIFO, not a regular file; git is not run here")
+    from clover_cli.tools.gitutil import current_branch
+
+    assert current_branch(git_repo) is None  # the branch name in the status line: nothing, at once
+
+
+@pytest.mark.timeout(60)
+def test_every_git_call_has_a_timeout(git_repo, monkeypatch):
+    from clover_cli.tools import gitutil
+
+    os.mkfifo(git_repo / "pipe")  # `git hash-object pipe` opens it and waits for a writer
+    monkeypatch.setattr(gitutil, "GIT_TIMEOUT", 1.0)
+    with pytest.raises(gitutil.GitTimeout, match=r"^git hash-object did not finish within 1 s$"):
+        gitutil.git_run(git_repo, "hash-object", "pipe")
