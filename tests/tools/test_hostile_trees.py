@@ -81,3 +81,44 @@ def test_every_git_call_has_a_timeout(git_repo, monkeypatch):
     monkeypatch.setattr(gitutil, "GIT_TIMEOUT", 1.0)
     with pytest.raises(gitutil.GitTimeout, match=r"^git hash-object did not finish within 1 s$"):
         gitutil.git_run(git_repo, "hash-object", "pipe")
+
+
+def _pathological_ignores(root: Path) -> str:
+    """60,000 two-star lines no path matches, and one long path; the long path's repo-relative name."""
+    (root / ".gitignore").write_text("".join(f"*a*q{i}\n" for i in range(60_000)))
+    folder = root / ("a" * 200)
+    folder.mkdir()
+    (folder / ("a" * 200 + ".py")).write_text("def long_named():\n    return 3\n")
+    (root / "top.py").write_text("def top_function():\n    return 2\n")
+    return f"{'a' * 200}/{'a' * 200}.py"
+
+
+@pytest.mark.timeout(120)
+def test_pathological_ignore_lines_cost_a_bounded_amount_of_work(tmp_path):
+    from clover_cli.tools import gitignore
+
+    root = tmp_path / "plain"
+    root.mkdir()
+    long_path = _pathological_ignores(root)
+    rules = gitignore.GitIgnores(root)
+    rules.enter("")
+    rules.enter("a" * 200 + "/")
+    verdicts = [rules.ignored(rel, False) for rel in (long_path, long_path, long_path, "top.py")]
+    assert verdicts == [False] * 4
+    assert rules.exhausted  # the budget, not the minutes the regexes would take, ended it
+    worst = gitignore.MAX_LINES * (len(long_path) + 1) ** 2
+    assert rules.work <= gitignore.MAX_WORK + worst
+    listing = run_tool("list_files", {}, root)
+    assert listing.ok and long_path in listing.details["files"], listing.output  # repo_map lists alike
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", [".gitignore", ".ignore", ".rgignore"])
+def test_an_ignore_file_that_never_ends_keeps_ripgrep_out_and_the_pattern_unblamed(git_repo, name):
+    (git_repo / "sub").mkdir()
+    (git_repo / "sub" / "a.txt").write_text("hello world\n")
+    os.symlink("/dev/zero", git_repo / "sub" / name)
+    result = run_tool("grep", {"pattern": "hello"}, git_repo)
+    assert result.ok, result.output
+    assert result.output.startswith("sub/a.txt:1: hello world")
+    assert result.details["engine"] == "python"
