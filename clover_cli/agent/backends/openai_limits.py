@@ -140,7 +140,7 @@ def bounded_http_client(timeout: float, budget: Budget) -> Any:
 
     client = openai.DefaultHttpxClient(timeout=timeout)
     transports = [client._transport, *client._mounts.values()]  # the direct one and each proxy's
-    for transport in transports:
+    for transport in filter(None, transports):  # None: a NO_PROXY host, served by the direct one
         pool = getattr(transport, "_pool", None)
         inner = getattr(pool, "_network_backend", None)
         if inner is None:
