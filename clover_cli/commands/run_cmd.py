@@ -40,7 +40,7 @@ def _fail_args(message: str) -> None:
               help="Shell command prefix allowed without asking (repeatable), e.g. 'pytest'.")
 @click.option("--api-key-env", default=None, metavar="NAME", help="Environment variable holding the API key (openai: models).")
 @click.option("--request-timeout", type=click.FloatRange(1, clamp=False), default=None, metavar="SECONDS",
-              help="openai: models: the most one request may take, headers to last byte (default 600).")
+              help="openai: models: the most one request may take, headers to last byte (default 900).")
 @threshold_option()
 @cache_mb_option()
 @diffusion_mode_option()

@@ -112,3 +112,11 @@ def test_request_timeout_sets_the_deadline_of_clover_run(tmp_path):
     assert "Traceback" not in p.stderr
     assert f"{server.url}/chat/completions did not finish its answer within 2 s (--request-timeout)" \
         in p.stdout + p.stderr
+
+
+@pytest.mark.timeout(60)
+def test_a_retry_wait_is_said_on_screen(tmp_path):
+    with HostileServer("short", busy_first=1) as server:
+        p = clover("run", "hi", "--model", f"openai:{server.url}#m", "--root", str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    assert f"note: openai: {server.url} returned HTTP 429: busy; trying again in 1 s (retry 1 of 3)" in p.stderr
