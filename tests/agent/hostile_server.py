@@ -82,6 +82,8 @@ def _sized(head: bytes, size: int, open_: bytes = b"", fill: bytes = b"x", close
 
 
 JSON_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+ERROR_HEAD = (b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+              b"Connection: close\r\n\r\n")
 SSE_SIZED = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
 
 
@@ -112,6 +114,7 @@ BEHAVIOURS: dict[str, Callable[[], Iterator]] = {
     "huge_json": lambda: _sized(JSON_HEAD, 50 << 20, b'{"choices": [{"message": {"content": "', b"x",
                                 b'"}, "finish_reason": "stop"}]}'),
     "retry_after_hour": lambda: _busy(3600),
+    "huge_error": lambda: _sized(ERROR_HEAD, 50 << 20, b'{"error": {"message": "', b"e", b'"}}'),
     "short": _short_answer,
 }
 

@@ -61,6 +61,7 @@ BOUNDS = {
     "gzip_bomb": "went over 64 MiB (after decompression)",
     "long_line": "a line of over 8 MiB",
     "huge_json": "over 8 MiB",
+    "huge_error": "the headers and error body went over 1 MiB",
     "retry_after_hour": "it asks to wait 3600 s before trying again; Clover waits at most 60 s",
 }
 
