@@ -122,3 +122,21 @@ def test_an_ignore_file_that_never_ends_keeps_ripgrep_out_and_the_pattern_unblam
     assert result.ok, result.output
     assert result.output.startswith("sub/a.txt:1: hello world")
     assert result.details["engine"] == "python"
+
+
+@pytest.mark.timeout(60)
+def test_clover_run_in_a_repository_that_includes_a_fifo_ends(git_repo, tmp_path):
+    import json
+
+    from in_process import clover
+
+    os.mkfifo(git_repo / ".git" / "pipe")
+    with open(git_repo / ".git" / "config", "a") as fh:
+        fh.write("[include]\n\tpath = pipe\n")
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"completions": [
+        '<tool_call>\n{"name": "list_files", "arguments": {}}\n</tool_call>', "Done."]}))
+    p = clover("run", "list", "--model", f"replay:{script}", "--root", str(git_repo), "--json")
+    assert p.returncode == 0, p.stderr
+    results = [json.loads(line) for line in p.stdout.splitlines() if '"tool_result"' in line]
+    assert results[0]["ok"] is False and "which is a FIFO, not a regular file" in results[0]["output"]
