@@ -43,7 +43,9 @@ class AnswerTooLarge(Exception):
 
 
 class Budget:
-    """The limits of the request in flight: a deadline and the bytes left to read."""
+    """The limits of the request in flight: a deadline and the bytes left to read. A backend
+    has one and makes one request at a time (the agent's model calls, compaction's included,
+    follow each other; the probes run before the first)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
