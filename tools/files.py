@@ -9,6 +9,7 @@ from pathlib import Path
 from .gitignore import GitIgnores
 from .gitutil import git_run, is_git_repo
 from .paths import PRIVATE_DIR
+from .walk import walk
 
 DEFAULT_IGNORES = {".git", PRIVATE_DIR, "node_modules", "__pycache__", ".venv", "venv", ".tox",
                    ".mypy_cache", ".pytest_cache", ".ruff_cache", ".idea", ".vscode", "dist",
@@ -74,7 +75,7 @@ def _git_files(root: Path, sub: Path) -> list[str]:
 def _walk_files(root: Path, sub: Path) -> list[str]:
     rules = GitIgnores(root)  # every .gitignore from the root down (tools/gitignore.py)
     out = []
-    for dirpath, dirnames, filenames in os.walk(sub):
+    for dirpath, dirnames, filenames in walk(sub):  # iterative (tools/walk.py)
         rel_dir = Path(dirpath).relative_to(root).as_posix()
         rel_dir = "" if rel_dir == "." else rel_dir + "/"
         rules.enter(rel_dir)

@@ -9,6 +9,13 @@ import tempfile
 from pathlib import Path
 
 from . import githarden
+from .gitincludes import GitConfigRefused, check_includes
+
+GIT_TIMEOUT = 60.0  # seconds any git call Clover makes may take, unless its caller says otherwise
+
+
+class GitTimeout(OSError):
+    """A git call that did not finish within its timeout (it was killed)."""
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 EXCLUDE_PRIVATE = ":(exclude,glob)**/.clover/**"
@@ -22,7 +29,10 @@ _NO_PROGRAMS = {"diff": ("--no-ext-diff", "--no-textconv"), "log": ("--no-ext-di
 def git_command(cwd: Path, args, env: dict | None = None) -> tuple[list[str], dict[str, str]]:
     """(argv, env) for `git ARGS` in `cwd`, hardened (tools/githarden.py): no pager, no prompts,
     no fsmonitor, hooks, filters, diff or merge drivers, gpg or transport; the one place every git
-    process Clover starts itself is built (fix, swebench, undo, repo map, branch name)."""
+    process Clover starts itself is built (fix, swebench, undo, repo map, branch name).
+    GitConfigRefused when the repository's config includes a FIFO or another non-regular file
+    (tools/gitincludes.py): git would wait on it forever."""
+    check_includes(cwd)
     args = list(args)
     if args and args[0] in _NO_PROGRAMS:
         args[1:1] = _NO_PROGRAMS[args[0]]
@@ -38,7 +48,8 @@ def git_run(root: Path, *args: str, env: dict | None = None, check: bool = False
             timeout: float | None = None) -> subprocess.CompletedProcess:
     """Run hardened `git ARGS` in `root` and capture its output (bytes unless `text`). When the
     hardening cannot be built (githarden.HardeningError) git is not run: the result is exit 128
-    with the reason on stderr (CalledProcessError with `check`)."""
+    with the reason on stderr (CalledProcessError with `check`). Every call is bounded: `timeout`
+    (default GIT_TIMEOUT) kills it and raises GitTimeout, one line."""
     try:
         argv, full_env = git_command(Path(root), args, env)
     except githarden.HardeningError as exc:
@@ -48,9 +59,13 @@ def git_run(root: Path, *args: str, env: dict | None = None, check: bool = False
         if check:
             raise subprocess.CalledProcessError(128, res.args, res.stdout, res.stderr)
         return res
-    return subprocess.run(argv, cwd=root, env=full_env, input=input, capture_output=True,
-                          check=check, text=text, timeout=timeout,
-                          **({} if input is not None else {"stdin": subprocess.DEVNULL}))
+    limit = GIT_TIMEOUT if timeout is None else timeout
+    try:
+        return subprocess.run(argv, cwd=root, env=full_env, input=input, capture_output=True,
+                              check=check, text=text, timeout=limit,
+                              **({} if input is not None else {"stdin": subprocess.DEVNULL}))
+    except subprocess.TimeoutExpired:
+        raise GitTimeout(f"git {args[0] if args else ''} did not finish within {limit:g} s") from None
 
 
 def is_git_repo(root: Path) -> bool:

@@ -22,6 +22,7 @@ from .argcheck import glob_error, path_error, pattern_error
 from .base import ToolResult
 from .display import show_path
 from .files import GlobError, not_found_message, regular_inside, repo_files
+from .gitignore import unsafe_ignore_file
 from .globmatch import check_glob, glob_match
 from .grepsearch import MAX_FILE_BYTES, MAX_MATCHES, Deadline, Found, compile_pattern, search_files
 from .paths import PRIVATE_DIR, PathError, relpath, resolve_in_root
@@ -29,6 +30,7 @@ from .textio import decode, is_binary, read_regular
 
 MAX_LINE_CHARS = 300
 _RG_UNSAFE = re.compile(r"\\[xuUNpP]")  # escapes that name non-ASCII characters
+_NESTED = re.compile(r"[*+}]\)*[*+{]|\)[*+{]")  # a repeat inside a repeat: a pattern worth blaming
 
 
 def grep(root: Path, pattern: str, path: str | None = None, glob: str | None = None,
@@ -58,16 +60,19 @@ def grep(root: Path, pattern: str, path: str | None = None, glob: str | None = N
     deadline = Deadline()
     found = None
     engine = "python"
-    file_set = "ripgrep" if shutil.which("rg") else "python"  # which files a search reads
+    # which files a search reads; an ignore file ripgrep would read without end (a symlink to
+    # /dev/zero) or that is huge keeps ripgrep out of it (tools/gitignore.py)
+    file_set = "ripgrep" if shutil.which("rg") and unsafe_ignore_file(root, sub) is None else "python"
     if file_set == "ripgrep" and rg_can_search(pattern):
         found = _ripgrep(root, sub, pattern, glob, ignore_case, deadline)
         engine = "ripgrep" if found is not None else "python"
     if found is None:  # the Python engine reads ripgrep's file set where ripgrep is installed
         found = search_files(root, _searched_files(root, sub, glob, file_set), rx, deadline)
     if found.timed_out:
+        blame = (" A pattern with nested repeats such as (a|aa)+b can take exponential time; simplify it,"
+                 " or narrow" if _NESTED.search(pattern) else " Narrow")
         return ToolResult(False, f"grep stopped: searching for {_short(pattern)} took longer than "
-                          f"{deadline.seconds:g} s. A pattern with nested repeats such as (a|aa)+b can "
-                          "take exponential time; simplify it, or narrow the search with `path` or "
+                          f"{deadline.seconds:g} s.{blame} the search with `path` or "
                           "`glob`.", {"error": "timeout", "engine": engine,
                                       "matches": found.total, "files": found.nfiles})
     skipped = _skipped_note(found)

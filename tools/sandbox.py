@@ -39,6 +39,7 @@ from typing import Callable
 from . import sandbox_env, setid
 from .sandbox_paths import (SECRET_DIRS, SECRET_FILES, TOOLCHAIN_DIRS, _home, _inside,  # noqa: F401
                             _interpreter_in_tmp, _readable, _real, _secret_paths, toolchain_paths)
+from .walk import walk  # iterative: a 1,500-deep tree cannot raise RecursionError
 
 PROFILES = ("read-only", "workspace", "off")
 DEFAULT_PROFILE = "workspace"
@@ -193,7 +194,7 @@ def git_dirs(root: Path | str) -> list[str]:
     git dir each `gitdir:` file points to, with its `commondir` (symlinks are not followed; at most
     MAX_GIT_SCAN_DIRS folders are walked)."""
     found, walked, real = [], 0, _real(root)
-    for here, dirs, files in os.walk(real):
+    for here, dirs, files in walk(real):
         walked += 1
         if ".git" in dirs:
             found.append(os.path.join(here, ".git"))

@@ -5,10 +5,20 @@ A tool call runs its planning and writing inside `locked(root, ...)`, holding th
 edit lock (tools/lock.py) from the read to the finished checkpoint, so a second process cannot
 overwrite an edit it never saw. Files are written relative to a verified directory descriptor
 (tools/fsat.py): a directory swapped for a symlink mid-write fails the write, and the write is
-rolled back, instead of landing outside the root."""
+rolled back, instead of landing outside the root.
+
+A process killed mid-write (`kill -9`) leaves its `.clover-*.tmp` next to the target (the
+target itself is intact: the rename never happened). The next write, holding the same lock,
+removes such leftovers from the folders it writes and from those of the newest checkpoint (the
+interrupted write's): every Clover write into the repository holds the lock, so no temporary
+file of a live write can be among them."""
 from __future__ import annotations
 
 import difflib
+import json
+import os
+import re
+import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
@@ -66,6 +76,7 @@ def execute(root: Path, plan: Plan, label: str) -> ToolResult | None:
 
 def _execute(root: Path, plan: Plan, label: str) -> ToolResult | None:
     store = CheckpointStore(root)
+    clear_stale_temps(root, plan.paths + _newest_checkpoint_paths(store))
     try:
         cp = store.begin(plan.paths, label)
     except (OSError, ValueError) as exc:
@@ -93,6 +104,40 @@ def _execute(root: Path, plan: Plan, label: str) -> ToolResult | None:
     except OSError:
         pass  # the write is done; undo treats the checkpoint as unfinished (no conflict check)
     return None
+
+
+_TEMP = re.compile(r"\.clover-[0-9a-f]{12}\.tmp")  # fsat._tmp_name()
+
+
+def clear_stale_temps(root: Path, paths: list[str]) -> int:
+    """Remove the temporary files an interrupted write left in the folders of `paths`
+    (repo-relative); call it holding the edit lock. How many were removed."""
+    removed = 0
+    for folder in dict.fromkeys(p.rpartition("/")[0] for p in paths):
+        try:
+            with fsat.parent_dir(root, (folder + "/" if folder else "") + "x") as (dfd, _):
+                for name in os.listdir(dfd):
+                    if _TEMP.fullmatch(name):
+                        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                        if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
+                            os.unlink(name, dir_fd=dfd)
+                            removed += 1
+        except (OSError, ValueError):
+            continue  # a folder that is gone or refused: nothing of ours to clear
+    return removed
+
+
+def _newest_checkpoint_paths(store: CheckpointStore) -> list[str]:
+    """The paths of the newest checkpoint (the write a kill interrupted, if one was)."""
+    try:
+        newest = max((n for n in os.listdir(store.directory) if n[:1].isdigit() and "-" in n), default=None)
+        if newest is None:
+            return []
+        body = json.loads((store.directory / newest / "manifest.json").read_bytes()[:1 << 20])
+        return [e["path"] for e in body.get("entries", [])[:1000]
+                if isinstance(e, dict) and isinstance(e.get("path"), str)]
+    except (OSError, ValueError, AttributeError):
+        return []
 
 
 def _one_line(exc: BaseException) -> str:

@@ -81,8 +81,7 @@ class ContextFitting:
         yield Notice("Compacting the conversation ...")
         request = [self._messages[0]] + head + [{"role": "user", "content": prompt_text("agent_compaction.md")}]
         budget = self._budget()
-        while len(request) > 3 and self.backend.count_tokens(request, []) > budget:
-            request = [request[0]] + request[2:]  # the oldest part does not fit: drop it
+        request = _drop_oldest(request, lambda r: self.backend.count_tokens(r, []) <= budget)
         older, ask = request[:-1], request[-1:]
         cut_until_fits(older, lambda: self.backend.count_tokens(older + ask, []), budget)  # one huge attachment
         request = older + ask
@@ -109,3 +108,19 @@ class ContextFitting:
         self._log.append({"type": "compaction", "summary": summary})
         self._log.append({"type": "reset", "messages": self._messages})
         yield from self._notice(f"Compacted {before} messages into {len(self._messages)}.")
+
+
+def _drop_oldest(request: list[dict], fits) -> list[dict]:
+    """`request` without as few of its oldest messages after the first as make `fits(...)`
+    true, keeping at least three: a binary search (O(log n) counts), so a resumed
+    conversation of 50,000 messages is cut in a handful of counts, not 50,000."""
+    if len(request) <= 3 or fits(request):
+        return request
+    low, high = 1, len(request) - 3  # drop `high` and the request is at its three-message floor
+    while low < high:
+        mid = (low + high) // 2
+        if fits([request[0]] + request[1 + mid:]):
+            high = mid
+        else:
+            low = mid + 1
+    return [request[0]] + request[1 + low:]

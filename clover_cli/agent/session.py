@@ -37,6 +37,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 MAX_SESSION_BYTES = 256 * 1024 * 1024
 # the fields a record of a known type must have to be used when a session is resumed
 _SHAPES = {"original": {"path": str}, "message": {"message": dict}, "reset": {"messages": list}}
+MAX_RESTORED = 10_000  # messages a resumed conversation keeps at most (the latest; no window holds more)
+ROLES = ("system", "user", "assistant", "tool")
 
 
 class SessionError(ValueError):
@@ -248,12 +250,66 @@ def load_messages(path: Path, problems: list[str] | None = None
         elif kind == "message" and isinstance(rec.get("message"), dict):
             messages.append(rec["message"])
         elif kind == "reset" and isinstance(rec.get("messages"), list):
-            messages = [m for m in rec["messages"] if isinstance(m, dict)]
+            messages = list(rec["messages"][-MAX_RESTORED:])
         elif kind == "turn_start":
             turns += 1
+    messages, dropped = valid_messages(messages[-MAX_RESTORED:])
+    if dropped:
+        found.append(f"session {Path(path).stem}: skipped {dropped} message{'s' if dropped != 1 else ''} "
+                     "it could not understand (a role, content or tool call of the wrong shape)")
     if problems is not None:
         problems.extend(found)
     else:
         for line in found:
             print(f"clover: {line}", file=sys.stderr)
     return meta, messages, turns
+
+
+def valid_messages(messages: list) -> tuple[list[dict[str, Any]], int]:
+    """(the messages a conversation can use, how many were dropped). A message needs a known
+    role and text content (None is empty; a list of text parts is joined); an assistant's
+    `tool_calls` must be a list of calls with an id and a function name; a tool result must
+    answer a call kept before it. Whatever a hand edit broke is dropped, the rest kept."""
+    kept: list[dict[str, Any]] = []
+    calls: set[str] = set()
+    for message in messages:
+        fixed = _valid_message(message, calls)
+        if fixed is not None:
+            kept.append(fixed)
+            calls.update(c["id"] for c in fixed.get("tool_calls", ()))
+    while kept and kept[0].get("role") == "tool":  # a cut left results without their call
+        kept.pop(0)
+    return kept, len(messages) - len(kept)
+
+
+def _valid_message(message: Any, calls: set[str]) -> dict[str, Any] | None:
+    if not isinstance(message, dict) or message.get("role") not in ROLES:
+        return None
+    content = message.get("content")
+    if isinstance(content, list) and all(isinstance(p, dict) and isinstance(p.get("text"), str) for p in content):
+        content = "".join(p["text"] for p in content)
+    if content is None:
+        content = ""
+    if not isinstance(content, str):
+        return None
+    fixed = {**message, "content": content}
+    if message["role"] == "tool" and not (isinstance(message.get("tool_call_id"), str)
+                                          and message["tool_call_id"] in calls):
+        return None
+    if "tool_calls" in message:
+        if message["role"] != "assistant" or not isinstance(message["tool_calls"], list):
+            return None
+        if not all(_valid_call(c) for c in message["tool_calls"]):
+            return None
+        if not message["tool_calls"]:
+            del fixed["tool_calls"]
+    return fixed
+
+
+def _valid_call(call: Any) -> bool:
+    """A stored tool call: {"id": str, "function": {"name": str, "arguments": str or dict}}."""
+    if not isinstance(call, dict) or not isinstance(call.get("id"), str) or not call["id"]:
+        return False
+    fn = call.get("function")
+    return (isinstance(fn, dict) and isinstance(fn.get("name"), str) and bool(fn["name"])
+            and isinstance(fn.get("arguments", ""), (str, dict)))

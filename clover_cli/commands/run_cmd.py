@@ -39,6 +39,8 @@ def _fail_args(message: str) -> None:
 @click.option("--shell-allow", "shell_allow", multiple=True, metavar="PREFIX",
               help="Shell command prefix allowed without asking (repeatable), e.g. 'pytest'.")
 @click.option("--api-key-env", default=None, metavar="NAME", help="Environment variable holding the API key (openai: models).")
+@click.option("--request-timeout", type=click.FloatRange(1, clamp=False), default=None, metavar="SECONDS",
+              help="openai: models: the most one request may take, headers to last byte (default 900).")
 @threshold_option()
 @cache_mb_option()
 @diffusion_mode_option()
@@ -49,7 +51,7 @@ def _fail_args(message: str) -> None:
 @session_options(continue_help="Continue the last session in this root.")
 @click.pass_context
 def run(ctx: click.Context, task, max_steps, as_json, shell_allow, api_key_env, max_new_tokens,
-        context_window=None) -> None:
+        context_window=None, request_timeout=None) -> None:
     """Run TASK with the agent until it answers, then exit."""
     from clover_cli.config import ConfigError, load_settings
 
@@ -90,6 +92,8 @@ def run(ctx: click.Context, task, max_steps, as_json, shell_allow, api_key_env, 
         from clover_cli.tools.sandbox_env import register_secret_env
 
         register_secret_env(api_key_env)  # its value never reaches a sandboxed command, by any name
+    if request_timeout:
+        opts["request_timeout"] = request_timeout
     try:
         backend = make_backend(model, **opts)
     except (SpecError, BackendError, TypeError) as e:

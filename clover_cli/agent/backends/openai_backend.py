@@ -15,6 +15,9 @@ timeouts, auth. Our own policy stays on top of it (docs/agent.md):
 - A server that refuses `tools`, whose chat template drops them (llama.cpp `/props`), or that
   cannot say whether it renders them (llama-cpp-python, known by `/v1/models`) gets the tools as
   text in the system prompt (the in-process models' format) after a one-time notice.
+- Every read is bounded in bytes and time (openai_limits.py): a total deadline per request
+  (`request_timeout`, `--request-timeout`), the idle `timeout` for the headers and between reads,
+  and byte limits on headers, bodies, lines, probes and the answer's text.
 - `finish_reason: "length"` is passed on (the agent ends the turn as truncated); native calls cut
   off by it are handed over as cut-off call markup, which the agent explains to the model.
 """
@@ -28,36 +31,29 @@ import time
 import urllib.parse
 from typing import Any, Iterator
 
-from clover_cli.agent.backends.base import BackendError, Completion, ModelBackend, StreamItem, block_texts
-from clover_cli.agent.backends.base import ThinkSplitter
-from clover_cli.agent.backends.openai_stream import (EOF_ITEM, STOPPED, Assembler, LineReader, SseFields,
-                                                     answer_kind, completion_stats, parse_json_completion)
+from clover_cli.agent.backends.base import BackendError, Completion, ModelBackend, StreamItem
+from clover_cli.agent.backends.openai_answers import AnswerReader, Retry as _Retry
 from clover_cli.agent.backends.openai_errors import is_validation_error, one_line as _one_line
-from clover_cli.agent.backends.openai_errors import stream_error_payload as _error_payload
+from clover_cli.agent.backends.openai_limits import (ANSWER_BYTES, HEAD_BYTES, PROBE_BYTES, REQUEST_TIMEOUT,
+                                                     Budget, bounded_http_client, read_capped)
+from clover_cli.agent.backends.openai_stream import completion_stats
 from clover_cli.agent.backends.openai_wire import (DROPS_TOOLS, all_json, cut_off_as_text, error_detail,
                                                    is_context_overflow, prompt_lacks_tools,
                                                    refuses_tool_choice, refuses_tools,
-                                                   server_dialect, snippet, template_drops_tools,
+                                                   server_dialect, template_drops_tools,
                                                    to_openai_messages, tool_names, window_from_models,
                                                    window_from_props, window_in_message, wire_names)
-from clover_cli.agent.backends.recoverable import ContextOverflowError, StreamFeedbackError
-from clover_cli.agent.events import BlockText, Notice
+from clover_cli.agent.backends.recoverable import ContextOverflowError
+from clover_cli.agent.events import Notice
 from clover_cli.engine.config import DEFAULT_THRESHOLD
 
 __all__ = ["OpenAIBackend", "to_openai_messages"]
 DEFAULT_WINDOW = 32768
 PROBE_TIMEOUT = 3.0
+MAX_RETRY_WAIT = 60.0  # the longest Retry-After honoured; a longer one fails at once, saying so
 
 
-class _Retry(Exception):
-    """A failure worth another try (`wait`: the server's Retry-After, if it sent one)."""
-
-    def __init__(self, message: str, wait: float | None = None) -> None:
-        super().__init__(message)
-        self.message, self.wait = message, wait
-
-
-class OpenAIBackend(ModelBackend):
+class OpenAIBackend(AnswerReader, ModelBackend):
     """Streams chat completions from a remote server."""
 
     native_tools = True
@@ -65,7 +61,7 @@ class OpenAIBackend(ModelBackend):
     def __init__(self, base_url: str, model: str, threshold: float = DEFAULT_THRESHOLD, api_key: str | None = None,
                  api_key_env: str | None = None, timeout: float = 120.0, retries: int = 3,
                  backoff: float = 1.0, context_window: int | None = None, temperature: float | None = None,
-                 probe: bool = True) -> None:
+                 probe: bool = True, request_timeout: float | None = None) -> None:
         super().__init__(threshold)
         parts = urllib.parse.urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -79,7 +75,10 @@ class OpenAIBackend(ModelBackend):
         self.api_key = api_key if api_key is not None else os.environ.get(env, "")
         from clover_cli.agent.redact import register
         register(self.api_key)  # never printed or written, whatever the server echoes (redact.py)
-        self.timeout = float(timeout)
+        self.timeout = float(timeout)  # idle: for the headers, and between two reads of the answer
+        self.request_timeout = float(request_timeout or REQUEST_TIMEOUT)  # one request, whole
+        self._budget = Budget()  # the limits of the request in flight (openai_limits.py)
+        self._deadline = 0.0
         self.retries = int(retries)
         self.backoff = float(backoff)
         self._window = int(context_window) if context_window else None
@@ -93,6 +92,7 @@ class OpenAIBackend(ModelBackend):
         self.text_tools = False  # tools go as text in the system prompt (server ignores `tools`)
         self._notices: list[str] = []
         self._client_obj: Any = None
+        self._http: Any = None
         self._headers: dict = {}
 
     # -- the SDK client and what the server says about itself ------------------------------------
@@ -105,8 +105,9 @@ class OpenAIBackend(ModelBackend):
                                    "(pip install 'openai>=2,<4')") from None
             # no key: no Authorization header at all (local servers), as the SDK allows per request
             self._headers = {} if self.api_key else {"Authorization": openai.Omit()}
+            self._http = bounded_http_client(self.timeout, self._budget)
             self._client_obj = openai.OpenAI(base_url=self.base_url, api_key=self.api_key or "none",
-                                             timeout=self.timeout, max_retries=0)
+                                             timeout=self.timeout, max_retries=0, http_client=self._http)
         return self._client_obj
 
     @property
@@ -120,10 +121,16 @@ class OpenAIBackend(ModelBackend):
         self._window = int(value)
 
     def _get_json(self, url: str) -> Any:
-        """GET a JSON document from the server, or None (a probe never fails a session)."""
+        """GET a JSON document of at most PROBE_BYTES from the server within PROBE_TIMEOUT s, or
+        None (a probe never fails a session)."""
         try:
-            client = self._client().with_options(timeout=PROBE_TIMEOUT)
-            return client.get(url, cast_to=object, options={"headers": self._headers})
+            self._client()
+            self._budget.phase(time.monotonic() + PROBE_TIMEOUT, HEAD_BYTES + PROBE_BYTES,
+                               "the server's description of itself", f"{url} did not answer within {PROBE_TIMEOUT:g} s")
+            auth = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+            with self._http.stream("GET", url, headers=auth, timeout=PROBE_TIMEOUT) as resp:
+                raw = read_capped(resp.iter_bytes(), PROBE_BYTES) if resp.status_code == 200 else None
+            return json.loads(raw) if raw is not None else None
         except Exception:  # noqa: BLE001 - any failure means "the server does not say"
             return None
 
@@ -187,19 +194,42 @@ class OpenAIBackend(ModelBackend):
         fields = {k: v for k, v in body.items() if k not in ("model", "messages", "stream")}
         known = {k: fields.pop(k) for k in ("max_tokens", "tools", "tool_choice", "temperature", "stream_options")
                  if k in fields}
+        self._limit_headers()
         try:
             manager = create(model=body["model"], messages=body["messages"], stream=True,
                              extra_body=fields or None, extra_headers=self._headers, **known)
-            return manager.__enter__()
+            resp = manager.__enter__()
+            self._budget.phase(self._deadline, ANSWER_BYTES, "the answer",
+                               f"{self.endpoint} did not finish its answer within {self.request_timeout:g} s "
+                               "(--request-timeout)")
+            return resp
         except openai.APIStatusError as e:
             self._status_error(e, body)
         except openai.APITimeoutError:
-            raise BackendError(f"{self.base_url} did not answer within {self.timeout:g} s") from None
+            raise BackendError(f"openai: {self._budget.exceeded}" if self._budget.exceeded else
+                               f"{self.base_url} did not answer within {self.timeout:g} s") from None
         except openai.APIConnectionError as e:
+            if self._budget.exceeded:
+                raise BackendError(f"openai: {self._budget.exceeded}") from None
             cause = _root_cause(e)
             if isinstance(cause, ConnectionRefusedError) or "refused" in str(cause).lower():
                 raise BackendError(f"cannot reach {self.base_url}: connection refused") from None
             raise _Retry(f"cannot reach {self.base_url}: {_one_line(cause)}") from None
+        except Exception as e:  # the SDK reading an error body lets the transport's error through
+            if type(e).__module__.split(".")[0] != "httpx2":
+                raise
+            raise BackendError(f"openai: {self._budget.exceeded or _one_line(e) or type(e).__name__}") from None
+
+    def _limit_headers(self) -> None:
+        """The headers (and an error body) of the request about to be sent: HEAD_BYTES, within the
+        idle timeout and the request's deadline."""
+        headers_by = time.monotonic() + self.timeout
+        if headers_by < self._deadline:
+            self._budget.phase(headers_by, HEAD_BYTES, "the headers and error body",
+                               f"{self.endpoint} did not answer within {self.timeout:g} s (its headers were not complete)")
+        else:
+            self._budget.phase(self._deadline, HEAD_BYTES, "the headers and error body",
+                               f"{self.endpoint} did not answer within {self.request_timeout:g} s (--request-timeout)")
 
     def _status_error(self, e: Any, body: dict) -> None:
         status = int(e.status_code)
@@ -228,8 +258,12 @@ class OpenAIBackend(ModelBackend):
         if is_validation_error(detail):  # llama-cpp-python answers 500 for a request it cannot read
             raise BackendError(msg) from None
         if status == 429 or status >= 500:
-            after = e.response.headers.get("retry-after", "")
-            raise _Retry(msg, min(float(after), 60.0) if after.strip().isdigit() else None) from None
+            after = e.response.headers.get("retry-after", "").strip()
+            wait = float(after) if after.isdigit() else None
+            if wait is not None and wait > MAX_RETRY_WAIT:
+                raise BackendError(f"{msg} (it asks to wait {wait:g} s before trying again; Clover waits at most "
+                                   f"{MAX_RETRY_WAIT:g} s: try again later)") from None
+            raise _Retry(msg, wait) from None
         raise BackendError(msg) from None
 
     # -- answers -----------------------------------------------------------------------------------
@@ -244,6 +278,7 @@ class OpenAIBackend(ModelBackend):
             while self._notices:
                 yield Notice(self._notices.pop(0))  # type: ignore[misc]
             body = self.request_body(messages, tools, max_new_tokens)
+            self._deadline = time.monotonic() + self.request_timeout
             try:
                 resp = self._post(body)
                 try:
@@ -256,105 +291,14 @@ class OpenAIBackend(ModelBackend):
                     raise BackendError(r.message) from None
                 wait = r.wait if r.wait is not None else self.backoff * 2 ** attempt
                 attempt += 1
+                if wait >= 1:  # a wait is said, never silent (a server's Retry-After included)
+                    yield Notice(f"openai: {_one_line(r.message)}; trying again in {wait:g} s "  # type: ignore[misc]
+                                 f"(retry {attempt} of {self.retries})")
                 if cancel is not None and cancel.wait(wait):
                     yield Completion("", "cancelled", stats=completion_stats(start, "", 0, {}))
                     return
                 if cancel is None:
                     time.sleep(wait)
-
-    def _answer(self, resp: Any, start: float, stopped) -> Iterator[StreamItem]:
-        lines = LineReader(resp.iter_lines())
-        try:
-            ctype = (resp.headers.get("content-type") or "").split(";")[0].strip().lower()
-            if answer_kind(ctype, lines, stopped, min(self.timeout, 10.0), self.endpoint) == "json":
-                yield from self._json(lines, start, stopped)
-            else:
-                yield from self._sse(lines, start, stopped)
-        finally:
-            lines.close()
-
-    def _json(self, lines: LineReader, start: float, stopped) -> Iterator[StreamItem]:
-        """The whole JSON body of a server that ignored `stream: true`."""
-        parts: list[str] = []
-        while True:
-            line = lines.get(stopped, self.timeout)
-            if line is STOPPED:
-                yield Completion("", "cancelled", stats=completion_stats(start, "", 0, {}))
-                return
-            if line is EOF_ITEM:
-                break
-            if isinstance(line, TimeoutError):
-                raise BackendError(f"openai: {self.endpoint} did not finish its answer within {self.timeout:g} s")
-            if isinstance(line, BaseException):
-                raise BackendError(f"openai: the answer from {self.endpoint} broke: {_one_line(line)}")
-            parts.append(line)
-        raw = "\n".join(parts)
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            raise BackendError(f"openai: {self.endpoint} answered 200 application/json that is not JSON: "
-                               f"{snippet(raw)!r}") from None
-        reasoning, text, finish, calls, usage = parse_json_completion(body, self.endpoint)
-        if reasoning:
-            yield BlockText(reasoning, 0, thinking=True)
-        yield from block_texts(ThinkSplitter(), text, 0, final=True)
-        yield self._completion(text, finish, calls, [], completion_stats(start, text, 1, usage))
-
-    def _sse(self, lines: LineReader, start: float, stopped) -> Iterator[StreamItem]:
-        """A server-sent-event stream of chat-completion chunks."""
-        acc, fields = Assembler(), SseFields()
-        done = False
-        while True:
-            line = lines.get(stopped, self.timeout)
-            if line is STOPPED:
-                acc.finish = "cancelled"
-                break
-            if line is EOF_ITEM:
-                break
-            if isinstance(line, TimeoutError):
-                raise BackendError(f"openai: {self.endpoint} stopped streaming for {self.timeout:g} s")
-            if isinstance(line, BaseException):
-                if not acc.output:
-                    raise _Retry(f"openai: the stream from {self.endpoint} broke: {_one_line(line)}")
-                raise BackendError(f"openai: the stream from {self.endpoint} broke: {_one_line(line)}")
-            kind, payload = fields.read(line)
-            if kind == "error":  # llama-server's `error:` field, or `event: error`
-                self._stream_error(_error_payload(payload), acc)
-            if kind != "data":
-                continue  # blank lines, comments, event:/id:/retry: fields
-            if payload == "[DONE]":
-                done = True
-                break
-            try:
-                event = json.loads(payload)
-            except ValueError:
-                event = None
-            if not isinstance(event, dict):
-                raise BackendError(f"openai: {self.endpoint} sent an event that is not a JSON object: "
-                                   f"{snippet(payload)!r}")
-            if event.get("error") is not None:
-                self._stream_error(event["error"], acc)
-            if event.get("object") == "error":  # SGLang's and older vLLM's error object, unwrapped
-                self._stream_error(event, acc)
-            yield from acc.feed(event)
-        if acc.finish != "cancelled" and not done and not acc.finish:
-            raise BackendError(f"openai: the stream from {self.endpoint} ended before the answer was complete "
-                               f"(no finish_reason and no [DONE] after {acc.chunks} chunk(s))")
-        yield from acc.tail()
-        calls = [dict(c) for _, c in sorted(acc.calls.items())]
-        yield self._completion(acc.text, acc.finish or "stop", acc.native(), calls,
-                               completion_stats(start, acc.text, acc.chunks, acc.usage), acc.fingerprint)
-
-    def _stream_error(self, error: Any, acc: Assembler) -> None:
-        """An error event inside a 200 stream: retried like a 5xx before any output; after
-        output, the partial answer is kept and the model is told (StreamFeedbackError)."""
-        message = _one_line(error.get("message", error) if isinstance(error, dict) else error)
-        msg = f"openai: {self.endpoint} reported in the stream: {message}"
-        if not acc.output:
-            raise _Retry(msg)
-        raise StreamFeedbackError(msg, partial_text=acc.text,
-                                  feedback=f"The model server failed while you were answering: {message}. "
-                                           "Your answer above is incomplete; continue from where it stopped.")
 
     def _completion(self, text: str, finish: str, native: tuple, calls: list[dict], stats: dict,
                     fingerprint: str = "") -> Completion:
@@ -386,6 +330,7 @@ class OpenAIBackend(ModelBackend):
             except Exception:  # noqa: BLE001
                 pass
             self._client_obj = None
+            self._http = None
 
 
 def _root_cause(e: BaseException) -> BaseException:

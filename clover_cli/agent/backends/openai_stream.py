@@ -125,13 +125,32 @@ class Assembler:
 
     def __init__(self) -> None:
         self.splitter = ThinkSplitter()
-        self.text = ""
+        self._parts: list[str] = []  # the text so far, joined when asked (`+=` on an attribute copies)
         self.chunks = 0
         self.finish = ""
         self.usage: dict = {}
         self.calls: dict[int, dict[str, str]] = {}
+        self._args: dict[int, list[str]] = {}  # argument fragments not yet joined into self.calls
         self.output = False  # anything streamed yet (after that a retry would repeat it)
         self.fingerprint = ""  # the chunks' system_fingerprint (Ollama: "fp_ollama")
+        self.size = 0  # characters of text, reasoning and call arguments so far (OUTPUT_CHARS)
+
+    @property
+    def text(self) -> str:
+        """The answer's text so far."""
+        if len(self._parts) > 1:
+            self._parts = ["".join(self._parts)]
+        return self._parts[0] if self._parts else ""
+
+    def _grow(self, n: int) -> None:
+        from clover_cli.agent.backends.openai_limits import MAX_CALLS, OUTPUT_CHARS, AnswerTooLarge
+
+        self.size += n
+        if self.size > OUTPUT_CHARS:
+            raise AnswerTooLarge(f"the answer went over {OUTPUT_CHARS:,} characters of text, reasoning "
+                                 "and tool-call arguments")
+        if len(self.calls) > MAX_CALLS:
+            raise AnswerTooLarge(f"the answer holds over {MAX_CALLS} tool calls")
 
     def feed(self, event: dict) -> Iterator[BlockText]:
         if isinstance(event.get("usage"), dict):
@@ -146,18 +165,21 @@ class Assembler:
                 delta = {}
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             if isinstance(reasoning, str) and reasoning:
+                self._grow(len(reasoning))
                 self.output = True
                 yield BlockText(reasoning, self.chunks, thinking=True)
             content = delta.get("content")
             if isinstance(content, str) and content:
+                self._grow(len(content))
                 self.output = True
-                self.text += content
+                self._parts.append(content)
                 yield from block_texts(self.splitter, content, self.chunks)
             for position, tc in enumerate(delta.get("tool_calls") or []):
                 if not isinstance(tc, dict):
                     continue
                 self.output = True
-                slot = self.calls.setdefault(self._slot_of(tc, position), {"id": "", "name": "", "arguments": ""})
+                key = self._slot_of(tc, position)
+                slot = self.calls.setdefault(key, {"id": "", "name": "", "arguments": ""})
                 fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
                 slot["id"] = tc.get("id") or slot["id"]
                 name = fn.get("name") or ""
@@ -166,7 +188,9 @@ class Assembler:
                 args = fn.get("arguments")
                 if isinstance(args, dict):  # an object, not its JSON text
                     args = json.dumps(args)
-                slot["arguments"] += args if isinstance(args, str) else ""
+                self._grow(len(args) + len(name) + 1 if isinstance(args, str) else len(name) + 1)
+                if isinstance(args, str) and args:
+                    self._args.setdefault(key, []).append(args)
             self.chunks += 1
             if choice.get("finish_reason"):
                 self.finish = str(choice["finish_reason"])
@@ -190,7 +214,15 @@ class Assembler:
     def tail(self) -> list[BlockText]:
         return block_texts(self.splitter, "", self.chunks, final=True)
 
+    def call_dicts(self) -> list[dict[str, str]]:
+        """The calls so far, in order: {"id", "name", "arguments"}."""
+        for key, parts in self._args.items():
+            self.calls[key]["arguments"] += "".join(parts)
+        self._args.clear()
+        return [dict(c) for _, c in sorted(self.calls.items())]
+
     def native(self) -> tuple[NativeToolCall, ...]:
+        self.call_dicts()
         return tuple(NativeToolCall(c["id"] or f"call_{i}", c["name"], c["arguments"])
                      for i, c in sorted(self.calls.items()))
 
