@@ -75,7 +75,8 @@ def test_our_networks_take_no_mask_for_one_block(tiny_dirs, llada2_dirs, kind, t
     lm = load_model(str(path), dtype="float64")
     assert lm.model.mask_free_forward
     B = lm.block_size
-    prompt = _prompt(2 * B + 3, 20, 200) if not kind.startswith("LLaDA") else _prompt(2 * B + 3, 1000, 1200)
+    lo, hi = (1000, 1200) if kind.startswith("LLaDA") else (20, 200)  # ids its head predicts
+    prompt = _prompt(2 * B + 3, lo, hi)
     cfg = GenerationConfig(max_new_tokens=3 * B, threshold=threshold)
     seen, handle = _forwards(lm.model)
     try:
