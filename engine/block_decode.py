@@ -26,7 +26,7 @@ from .processors import process_logits, repeated_block
 from .recurrent_split import install_recurrent_split, split_recurrent
 from .runtime import (DecodeMasks, ForwardRunner, TextStreamer, attention_layer_indices,
                       block_causal_mask, crop_attention, find_stop, has_recurrent, hidden_token_ids,
-                      make_cache, reserve_cache, restore_recurrent, snapshot_recurrent)
+                      make_cache, mask_is_zero, reserve_cache, restore_recurrent, snapshot_recurrent)
 from .selection import select
 from .transfer_schedule import at_least, transfer_schedule
 
@@ -66,6 +66,10 @@ class BlockDecoder:
         self._index = torch.arange(self.B, device=self.device)  # block positions 0..B-1
         self.dtype = next(lm.model.parameters()).dtype
         self.run_forward = ForwardRunner(lm.model)
+        # our networks (engine/models) take no mask where it would be all zeros (a denoise step);
+        # transformers' would build a causal one for None, so they keep the zero mask, which our
+        # attention hooks skip inside a denoise step (kernel_hooks.py)
+        self.mask_free = bool(getattr(lm.model, "mask_free_forward", False))
         self.cached = 0  # positions whose keys/values (and GDN state) are in the cache
         self.cached_ids: list[int] = []  # the ids of those positions
         self.prefix = prefix
@@ -94,11 +98,14 @@ class BlockDecoder:
             positions = torch.arange(start, start + tokens.numel(), device=self.device)
             self._mask_key, self._positions = key, positions
             kv_len = self.cached + tokens.numel()
-            view = self._masks.get(start, tokens.numel(), kv_len) if self._masks else None
-            self._mask = view if view is not None else block_causal_mask(positions, kv_len, self.B,
-                                                                         self.dtype)
+            if self.mask_free and mask_is_zero(start, tokens.numel(), kv_len, self.B):
+                self._mask = None  # every query sees every key: no mask to build or read
+            else:
+                view = self._masks.get(start, tokens.numel(), kv_len) if self._masks else None
+                self._mask = view if view is not None else block_causal_mask(positions, kv_len, self.B,
+                                                                             self.dtype)
         return self.run_forward(tokens, self._positions, cache, self._mask, logits_to_keep=keep,
-                                count=count)
+                                count=count, is_causal=False if self._mask is None else None)
 
     def _prefill(self, cache, end: int) -> torch.Tensor | None:
         """Write prompt[cached:end] (whole blocks) into the cache in block-aligned chunks."""

@@ -6,7 +6,8 @@ tests under TRITON_INTERPRET=1):
 * attention: a registered transformers attention function. During a denoise step (flagged by
   the decoder) the block's queries see every cached position and the whole block, which is
   exactly `kernels.block_attention`; every other forward (prefill, commit, AR) goes to SDPA with
-  its 4-D mask.
+  its 4-D mask. On the CPU, transformers' networks get `gqa_sdpa`, which also reads no mask
+  inside a denoise step.
 * gated delta rule: transformers' Qwen3-Next / Qwen3.5 GDN layers call a module-level
   `torch_chunk_gated_delta_rule`; it is replaced by `kernels.gated_delta.chunk_gated_delta_rule`,
   which has the same signature and never writes its input state.
@@ -62,14 +63,22 @@ def gqa_sdpa(module, query, key, value, attention_mask, dropout: float = 0.0,
     """SDPA with grouped-query heads as they are (enable_gqa): transformers' own SDPA path
     repeats the key/value heads whenever a mask is given, a copy of the whole cache per layer
     and forward (docs/engine.md, "Static KV layout"). query [B, Hq, L, D], key/value
-    [B, Hkv, S, D], 4-D additive mask -> ([B, L, Hq, D], None)."""
+    [B, Hkv, S, D], 4-D additive mask -> ([B, L, Hq, D], None).
+
+    Inside a denoise step the mask is not read: one block right after the cache sees every key,
+    so its block-causal mask is all zeros. The decoder still passes it to transformers' networks
+    (for None they would build a causal one; docs/engine.md, "Decoding rule")."""
     import torch.nn.functional as F
 
     mask = attention_mask
-    if mask is not None and mask.dim() == 4:
-        mask = mask[:, :, :, :key.shape[-2]]
-    # as transformers: no mask means causal (its mask builder drops the mask only when that holds)
-    causal = mask is None and query.shape[2] > 1 and getattr(module, "is_causal", True)
+    if getattr(_STATE, "block", 0) == query.shape[2] and key.shape[2] >= query.shape[2]:
+        CALLS["sdpa_no_mask"] += 1
+        mask, causal = None, False
+    else:
+        if mask is not None and mask.dim() == 4:
+            mask = mask[:, :, :, :key.shape[-2]]
+        # as transformers: no mask means causal (its mask builder drops the mask only when that holds)
+        causal = mask is None and query.shape[2] > 1 and getattr(module, "is_causal", True)
     out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout,
                                          scale=scaling, is_causal=causal,
                                          enable_gqa=query.shape[1] != key.shape[1])

@@ -24,9 +24,22 @@ def block_causal_mask(q_positions: torch.Tensor, kv_len: int, block_size: int,
     return mask[None, None]
 
 
+def mask_is_zero(start: int, tokens: int, kv_len: int, block_size: int) -> bool:
+    """Is the block-causal mask of `tokens` queries at start.. over kv_len keys all zeros? It is
+    when the keys are the cache up to `start` and these queries, and the queries sit in one block:
+    a denoise step (one block at a block boundary right after the cache), a commit not fused with
+    the next block, a one-block prefill chunk. Such a forward needs no mask (docs/engine.md,
+    "Decoding rule"); two blocks of queries (a fused commit) or a longer prefill chunk do."""
+    if tokens <= 0 or kv_len != start + tokens:
+        return False
+    return start // block_size == (start + tokens - 1) // block_size
+
+
 class DecodeMasks:
     """Block-causal masks of decode forwards (a block, or a block and the next: at most 2 x block
-    size queries) as views of one buffer per query count.
+    size queries) as views of one buffer per query count. Networks that take no mask
+    (block_decode.py `mask_free`) get none for a one-block forward (mask_is_zero); the others get
+    the zero view, which our attention hooks skip inside a denoise step (kernel_hooks.py).
 
     A decode forward's T queries start right after the cache, at a block boundary, so its mask
     [1, 1, T, cached + T] is zeros over the cached keys (every earlier block is visible) and a
@@ -208,14 +221,17 @@ class ForwardRunner:
 
     def __call__(self, input_ids: torch.Tensor, position_ids: torch.Tensor, cache: Any,
                  attention_mask: torch.Tensor | None, logits_to_keep: int = 0,
-                 count: bool = True) -> torch.Tensor:
+                 count: bool = True, is_causal: bool | None = None) -> torch.Tensor:
         """input_ids, position_ids: [T] -> logits [K, V] (float32; float64 for a float64 model, as
-        the conformance references keep them), K = T or logits_to_keep."""
+        the conformance references keep them), K = T or logits_to_keep. is_causal: passed to the
+        model when given (False with no mask: every query sees every key, for the networks that
+        take it, engine/models)."""
+        extra = {} if is_causal is None else {"is_causal": is_causal}
         start = time.perf_counter()
         with torch.inference_mode():
             out = self.model(input_ids=input_ids[None], position_ids=position_ids[None],
                              attention_mask=attention_mask, cache=cache, use_cache=True,
-                             logits_to_keep=logits_to_keep)
+                             logits_to_keep=logits_to_keep, **extra)
         logits = out.logits[0]  # [K, V]
         if logits.dtype != torch.float64:
             logits = logits.float()

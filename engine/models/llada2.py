@@ -53,7 +53,9 @@ class Attention(nn.Module):
         k = torch.cat([k[..., :r] * cos + _rotate_half(k[..., :r]) * sin, k[..., r:]], dim=-1)
         if cache is not None:
             k, v = cache.update(k, v, self.layer_idx)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.h != self.kv)
+        # no mask: every query sees every key (a denoise step's block-causal mask is all zeros)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=False,
+                                             enable_gqa=self.h != self.kv)
         return self.dense(out.transpose(1, 2).reshape(b, t, self.h * self.d))
 
 
@@ -132,6 +134,10 @@ class Backbone(nn.Module):
 
 class LLaDA2MoE(OwnNetwork, nn.Module):
     """The network; forward matches what engine/runtime.py's ForwardRunner passes."""
+
+    # no mask: every query sees every key (engine/block_decode.py passes none where the
+    # block-causal mask would be all zeros)
+    mask_free_forward = True
 
     def __init__(self, raw: dict[str, Any]):
         super().__init__()

@@ -129,9 +129,10 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 def sdpa(module, query, key, value, attention_mask, scaling=None, **_):
-    """query [B, Hq, L, D], key/value [B, Hkv, S, D], 4-D additive mask -> [B, L, Hq, D]."""
+    """query [B, Hq, L, D], key/value [B, Hkv, S, D], 4-D additive mask -> [B, L, Hq, D].
+    No mask: every query sees every key (never causal; the forward builds the causal mask)."""
     out = F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, scale=scaling,
-                                         enable_gqa=query.shape[1] != key.shape[1])
+                                         is_causal=False, enable_gqa=query.shape[1] != key.shape[1])
     return out.transpose(1, 2), None
 
 
@@ -166,7 +167,8 @@ class Attention(nn.Module):
         q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
         if cache is not None:
             k, v = cache.update(k, v, self.layer_idx)
-        out, _ = self.attn_fn(self, q, k, v, mask, scaling=self.scaling)
+        # no mask means every key, also to the CUDA hook's SDPA fallback (which reads is_causal)
+        out, _ = self.attn_fn(self, q, k, v, mask, scaling=self.scaling, is_causal=False)
         return self.o_proj(out.reshape(b, t, self.h * self.d))
 
 
@@ -205,6 +207,10 @@ class Backbone(nn.Module):
 class QwenForCausalLM(OwnNetwork, nn.Module):
     """The network; forward takes what engine/runtime.py's ForwardRunner passes."""
 
+    # forward(attention_mask=None, is_causal=False): every query sees every key, no mask built
+    # (engine/block_decode.py passes that where the block-causal mask would be all zeros)
+    mask_free_forward = True
+
     def __init__(self, raw: dict[str, Any], device: Any = None):
         """device "meta": shapes only, no memory and no initialisation (load_qwen fills them)."""
         super().__init__()
@@ -236,7 +242,9 @@ class QwenForCausalLM(OwnNetwork, nn.Module):
         self.config._attn_implementation = name
 
     def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None, use_cache=True,
-                logits_to_keep: int | slice = 0, **_):
+                logits_to_keep: int | slice = 0, is_causal: bool | None = None, **_):
+        """attention_mask: a 4-D additive mask, or None: causal (as transformers; Dream: full), or
+        full with is_causal=False."""
         x = self.model.embed_tokens(input_ids)
         cache = cache if use_cache else None
         start = cache.get_seq_length() if cache is not None else 0
@@ -249,7 +257,7 @@ class QwenForCausalLM(OwnNetwork, nn.Module):
         cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
         if attention_mask is not None:
             mask = attention_mask.to(x.dtype)
-        elif t > 1 and self.causal:  # causal over the cached keys and these queries
+        elif t > 1 and (self.causal if is_causal is None else is_causal):  # over cache + queries
             allowed = torch.ones(t, start + t, dtype=torch.bool, device=x.device).tril(start)
             mask = torch.zeros(allowed.shape, dtype=x.dtype, device=x.device)
             mask = mask.masked_fill(~allowed, torch.finfo(x.dtype).min)[None, None]

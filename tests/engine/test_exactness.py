@@ -99,9 +99,11 @@ def test_every_forward_gets_the_mask_of_its_own_positions(models, monkeypatch):
     seen = []
     original = runtime.ForwardRunner.__call__
 
-    def spy(self, input_ids, position_ids, cache, attention_mask, logits_to_keep=0, count=True):
+    def spy(self, input_ids, position_ids, cache, attention_mask, logits_to_keep=0, count=True,
+            is_causal=None):
         seen.append((position_ids.clone(), cache.get_seq_length(), attention_mask))
-        return original(self, input_ids, position_ids, cache, attention_mask, logits_to_keep, count)
+        return original(self, input_ids, position_ids, cache, attention_mask, logits_to_keep, count,
+                        is_causal)
 
     monkeypatch.setattr(runtime.ForwardRunner, "__call__", spy)
     result = Engine(lm).generate(_prompt(13), GenerationConfig(max_new_tokens=30, threshold=0.95))
@@ -110,7 +112,10 @@ def test_every_forward_gets_the_mask_of_its_own_positions(models, monkeypatch):
     for positions, cached, mask in seen:
         assert int(positions[0]) == cached  # queries start right after the cached positions
         expected = block_causal_mask(positions, cached + positions.numel(), lm.block_size, dtype)
-        assert torch.equal(mask, expected)
+        if mask is None:  # a one-block forward, whose mask is all zeros (test_mask_free.py)
+            assert not expected.any()
+        else:
+            assert torch.equal(mask, expected)
     reused = sum(a[2] is b[2] for a, b in zip(seen, seen[1:]))
     assert reused >= len(seen) - 2 * result.stats.blocks  # only a commit or prefill builds a new one
 
