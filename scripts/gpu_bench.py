@@ -1,243 +1,252 @@
 #!/usr/bin/env python
-"""Time each Triton kernel against its torch reference and the plain torch path; check agreement.
+"""The GPU benchmark: the product path, each Triton kernel, the SDAR-shaped model and the session
+replay, each section written to the output folder as it finishes (docs/kernels.md, "GPU benchmark").
 
-On a GPU machine:   python scripts/gpu_bench.py [--json out.json] [--reps 50]
-On this CPU:        python scripts/gpu_bench.py --dry-run   (tiny shapes, TRITON_INTERPRET=1)
+On a lent GPU (after scripts/gpu_install.py):   python scripts/gpu_bench.py --out "$OUT"
+On this CPU:   python scripts/gpu_bench.py --dry-run --out DIR   (tiny shapes, TRITON_INTERPRET=1)
 
-The model section (scripts/gpu_model_bench.py): an SDAR-1.7B-shaped random checkpoint in bf16,
-loaded by the engine: t_fwd(1), t_fwd(32), t_fwd(64) and decode tokens/s at threshold 0.95.
-The session section (scripts/gpu_session_bench.py, --only session): the recorded 20-step agent
-session replayed cold and with prefix reuse; per-step latency, reuse and CUDA memory.
-
-Realistic shapes: block confidence over 32 rows x 151,936 vocabulary (bf16 logits); block
-attention with P=4096 cached positions, L=32, Hq=16, Hkv=4, D=128 (bf16); the gated delta rule
-with T=32 and T=4096, H=16, Dk=Dv=128 (bf16 inputs, fp32 state, L2-normalised q/k).
-Prints a table and a JSON document; exits 1 if any kernel disagrees with its reference.
+Sections, in order, each in its own process with a time cap, under one deadline (--deadline; a
+section that would start with less time left than it needs is skipped, and summary.json says so):
+  generate  `clover generate --device auto --json` on an SDAR-1.7B-shaped random checkpoint:
+            CUDA, bfloat16, the Triton hooks installed; forwards/s (scripts/gpu_model_bench.py)
+  kernels   confidence, attention, gated_delta: Triton vs reference vs torch, with agreement
+            (scripts/gpu_kernel_bench.py)
+  model     t_fwd(1 / 32 / 64) and decode tokens/s on the same checkpoint (gpu_model_bench.py)
+  session   the recorded 20-step agent session replayed cold and warm (gpu_session_bench.py)
+Output: OUT/summary.json (rewritten after every section: plan, status, seconds, ok) and
+OUT/<section>.json (written atomically; kernels.json after every op). Exits 1 when a section
+failed, ran out of time or disagreed; 0 otherwise (skipped sections included).
 """
 from __future__ import annotations
 
 import argparse
-import importlib
+import importlib.metadata as md
+import importlib.util
 import json
 import os
-import statistics
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
+HERE = Path(__file__).resolve().parent
+# name: (ops, seconds needed to start, cap) on one H100, estimated from the shapes (docs/kernels.md)
+SECTIONS = {"generate": ((), 60, 240), "kernels": (("confidence", "attention", "gated_delta"), 60, 200),
+            "model": ((), 45, 150), "session": ((), 90, 240)}
+DEADLINE, DRY_DEADLINE, DRY_CAP = 420, 900, 400
+OPS = {"confidence": "kernels", "attention": "kernels", "gated_delta": "kernels"}
 
-def _parse() -> argparse.Namespace:
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dry-run", action="store_true",
-                    help="tiny shapes on the CPU through the Triton interpreter")
+    ap.add_argument("--dry-run", action="store_true", help="tiny shapes on the CPU, Triton interpreter")
+    ap.add_argument("--out", type=Path, default=None, help="output folder (default: $OUT, else ./gpu-bench-out)")
+    ap.add_argument("--deadline", type=float, default=None,
+                    help=f"seconds for all sections (default {DEADLINE}; --dry-run {DRY_DEADLINE})")
+    ap.add_argument("--only", default=None,
+                    help="comma-separated sections or kernel ops: generate, kernels, confidence, "
+                         "attention, gated_delta, model, session")
     ap.add_argument("--reps", type=int, default=None, help="timed repetitions (median reported)")
-    ap.add_argument("--json", type=Path, default=None, help="also write the JSON here")
-    ap.add_argument("--only", choices=["confidence", "attention", "gated_delta", "model", "session"],
-                    default=None)
+    ap.add_argument("--json", type=Path, default=None, help="also write every section in one file here")
     ap.add_argument("--session-shape", choices=["sdar-1.7b", "79m"], default="sdar-1.7b",
                     help="the random checkpoint the session replay runs on")
     ap.add_argument("--session-steps", type=int, default=None,
                     help="session steps (default: the recording's 20; more cycle its tool turns)")
-    return ap.parse_args()
+    ap.add_argument("--section", default=None, help=argparse.SUPPRESS)  # a child: run one section
+    ap.add_argument("--work", type=Path, default=None, help=argparse.SUPPRESS)
+    return ap.parse_args(argv)
 
 
-ARGS = _parse()
-if ARGS.dry_run:
-    os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported anywhere
-
-import torch  # noqa: E402
-
-if not ARGS.dry_run and not torch.cuda.is_available():
-    sys.exit("gpu_bench: no CUDA device here; use --dry-run to check the script on the CPU")
-
-MODULES = ["confidence.reference", "confidence.triton_kernel", "block_attention.reference",
-           "block_attention.triton_kernel", "gated_delta.reference", "gated_delta.triton_kernel"]
-try:  # the installed project
-    LOADED = [importlib.import_module(f"clover_cli.kernels.{m}") for m in MODULES]
-except ImportError:  # a bare checkout: import the kernels/ folder itself
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    LOADED = [importlib.import_module(f"kernels.{m}") for m in MODULES]
-conf_ref, conf_tri, attn_ref, attn_tri, gdn_ref, gdn_tri = LOADED
-
-DEV = torch.device("cpu" if ARGS.dry_run else "cuda")
-REPS = ARGS.reps or (1 if DEV.type == "cpu" else 50)
-HALF = torch.float32 if DEV.type == "cpu" else torch.bfloat16
+def write_json(path: Path, doc: dict) -> None:
+    """Write atomically (a temporary file renamed over), so a killed run leaves whole files."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    os.replace(tmp, path)
 
 
-def timed(fn) -> float:
-    """Median milliseconds of fn() over REPS runs, after warm-up runs (compilation)."""
-    for _ in range(2 if DEV.type == "cuda" else 0):  # the interpreter does not compile
-        fn()
-    samples = []
-    for _ in range(REPS):
-        if DEV.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize()
-            samples.append(start.elapsed_time(end))
+def plan(only: str | None) -> dict[str, list[str]]:
+    """{section: kernel ops} for --only (all sections by default)."""
+    if not only:
+        return {name: list(ops) for name, (ops, _, _) in SECTIONS.items()}
+    picked: dict[str, list[str]] = {}
+    for item in (s.strip() for s in only.split(",") if s.strip()):
+        if item in OPS:
+            picked.setdefault("kernels", []).append(item)
+        elif item in SECTIONS:
+            picked[item] = list(SECTIONS[item][0])
         else:
-            t0 = time.perf_counter()
-            fn()
-            samples.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(samples)
+            sys.exit(f"gpu_bench: unknown section {item!r}; one of {', '.join([*SECTIONS, *OPS])}")
+    return {name: picked[name] for name in SECTIONS if name in picked}
 
 
-def rms_rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    a, b = a.double(), b.double()
-    return ((a - b).pow(2).mean().sqrt() / b.pow(2).mean().sqrt().clamp_min(1e-30)).item()
+def run_section(args: argparse.Namespace) -> int:
+    """A child process: run one section and write OUT/<section>.json."""
+    name, out, t0 = args.section, args.out, time.perf_counter()
+    if args.dry_run:
+        os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported anywhere
+    sys.path.insert(0, str(HERE))
 
+    last: dict = {}
 
-ROWS: list[dict] = []
+    def save(doc: dict, complete: bool = False) -> None:
+        last.update(doc)
+        write_json(out / f"{name}.json", dict(doc, section=name, complete=complete,
+                                              seconds=round(time.perf_counter() - t0, 2)))
 
-
-def record(op: str, shape: str, impl: str, ms: float | None, error: float | None, tol: float | None,
-           note: str = "") -> None:
-    ok = None if error is None else bool(error <= tol)
-    ROWS.append(dict(op=op, shape=shape, impl=impl, ms=ms, error=error, tol=tol, ok=ok, note=note))
-
-
-def bench_confidence() -> None:
-    B, L, V = (1, 32, 151_936) if DEV.type == "cuda" else (1, 32, 500)
-    shape = f"B{B} L{L} V{V} {str(HALF).split('.')[-1]}"
-    gen = torch.Generator(device=DEV).manual_seed(0)
-    logits = (torch.randn(B, L, V, device=DEV, generator=gen) * 3).to(HALF)  # [B, L, V]
-    masked = torch.ones(B, L, dtype=torch.bool, device=DEV)
-    mask_id = V - 1
-
-    def torch_path():  # logsumexp instead of a full softmax: exp(max - lse)
-        x = logits.float().clone()  # [B, L, V]
-        x[..., mask_id] = float("-inf")
-        top, tok = x.max(-1)
-        conf = (top - torch.logsumexp(x, -1)).exp()
-        return tok, conf, conf_ref.commit_mask(conf, masked, 0.95)
-
-    ref = conf_ref.select_commits_reference(logits, masked, 0.95, mask_token_id=mask_id)
-    tri = conf_tri.select_commits_triton(logits, masked, 0.95, mask_id)
-    mismatch = (tri[0] != ref[0]).float().mean().item()
-    err = max(mismatch, (tri[1] - ref[1]).abs().max().item(),
-              float(not torch.equal(tri[2], conf_ref.commit_mask(tri[1], masked, 0.95))))
-    record("confidence", shape, "triton", timed(lambda: conf_tri.select_commits_triton(
-        logits, masked, 0.95, mask_id)), err, 1e-5, "max of token mismatch / |dconf|")
-    record("confidence", shape, "reference", timed(lambda: conf_ref.select_commits_reference(
-        logits, masked, 0.95, mask_token_id=mask_id)), None, None, "softmax + max")
-    tp = torch_path()
-    record("confidence", shape, "torch-logsumexp", timed(torch_path),
-           max((tp[0] != ref[0]).float().mean().item(), (tp[1] - ref[1]).abs().max().item()),
-           1e-5)
-
-
-def bench_attention() -> None:
-    B, Hq, Hkv, L, P, D = (1, 16, 4, 32, 4096, 128) if DEV.type == "cuda" else (1, 4, 2, 32, 80, 32)
-    shape = f"B{B} Hq{Hq} Hkv{Hkv} L{L} P{P} D{D}"
-    gen = torch.Generator(device=DEV).manual_seed(1)
-    q = torch.randn(B, Hq, L, D, device=DEV, generator=gen).to(HALF)
-    kc, vc = (torch.randn(B, Hkv, P, D, device=DEV, generator=gen).to(HALF) for _ in range(2))
-    kb, vb = (torch.randn(B, Hkv, L, D, device=DEV, generator=gen).to(HALF) for _ in range(2))
-    ref = attn_ref.block_attention_reference(q, kc, vc, kb, vb)
-    sdpa = torch.nn.functional.scaled_dot_product_attention
-
-    def torch_path():
-        k = torch.cat([kc, kb], dim=2)  # [B, Hkv, P+L, D]
-        v = torch.cat([vc, vb], dim=2)
-        try:
-            return sdpa(q, k, v, enable_gqa=True)
-        except TypeError:  # torch < 2.5: repeat the shared heads
-            return sdpa(q, k.repeat_interleave(Hq // Hkv, 1), v.repeat_interleave(Hq // Hkv, 1))
-
-    tol = 1e-5 if HALF == torch.float32 else 2e-2
-    tri = attn_tri.block_attention_triton(q, kc, vc, kb, vb)
-    record("block_attention", shape, "triton", timed(
-        lambda: attn_tri.block_attention_triton(q, kc, vc, kb, vb)), rms_rel(tri, ref), tol)
-    record("block_attention", shape, "reference", timed(
-        lambda: attn_ref.block_attention_reference(q, kc, vc, kb, vb)), None, None,
-        "fp32 softmax, repeated heads")
-    record("block_attention", shape, "torch-sdpa", timed(torch_path),
-           rms_rel(torch_path(), ref), tol, "cat + scaled_dot_product_attention")
-
-
-def bench_gated_delta(T: int) -> None:
-    B, H, D = (1, 16, 128) if DEV.type == "cuda" else (1, 2, 16)
-    if DEV.type == "cpu":
-        T = min(T, 33)
-    shape = f"B{B} T{T} H{H} Dk{D} Dv{D}"
-    gen = torch.Generator(device=DEV).manual_seed(2)
-    q, k = (torch.randn(B, T, H, D, device=DEV, generator=gen).to(HALF) for _ in range(2))
-    v = torch.randn(B, T, H, D, device=DEV, generator=gen).to(HALF)
-    g = -torch.rand(B, T, H, device=DEV, generator=gen) * 0.3
-    beta = torch.rand(B, T, H, device=DEV, generator=gen)
-    s0 = torch.randn(B, H, D, D, device=DEV, generator=gen) * 0.1
-    args = (q, k, v, g, beta, s0, True)
-    truth_o, truth_s = gdn_ref.recurrent_gated_delta_rule(*args, use_qk_l2norm=True)
-    o_tol = 1e-5 if HALF == torch.float32 else 2e-2  # outputs are rounded to the input dtype
-
-    def check(o, s, s_tol=1e-5) -> tuple[float, float, str]:
-        """Output and state error vs the fp32 recurrent form, as one number scaled to tol 1."""
-        eo, es = rms_rel(o, truth_o), rms_rel(s, truth_s)
-        return max(eo / o_tol, es / s_tol), 1.0, f"out {eo:.1e} state {es:.1e} (rms vs recurrent)"
-
-    variants = ([("tf32x3", 16, None, 1e-4), ("tf32x3", 16, not (T > 64), 1e-4),
-                 ("ieee", 16, None, 1e-5), ("tf32", 16, None, 1e-2), ("tf32x3", 32, None, 1e-4)]
-                if DEV.type == "cuda" else [("ieee", 16, None, 1e-5), ("ieee", 16, True, 1e-5)])
-    for prec, block_t, two_pass, s_tol in variants:
-        def run(prec=prec, block_t=block_t, two_pass=two_pass):
-            return gdn_tri.chunk_gated_delta_rule_triton(*args, use_qk_l2norm=True,
-                                                         block_t=block_t, dot_precision=prec,
-                                                         two_pass=two_pass)
-        form = {None: "", True: "-2pass", False: "-fused"}[two_pass]
-        record("gated_delta", shape, f"triton-{prec}-c{block_t}{form}", timed(run),
-               *check(*run(), s_tol=s_tol))
-    ref = lambda: gdn_ref.chunk_gated_delta_rule_reference(*args, use_qk_l2norm=True)  # noqa: E731
-    record("gated_delta", shape, "reference-chunk16", timed(ref), *check(*ref()))
     try:
-        from transformers.models.qwen3_next.modeling_qwen3_next import torch_chunk_gated_delta_rule
-    except ImportError:
-        record("gated_delta", shape, "transformers-torch", None, None, None, "not installed")
-        return
-    hf = lambda: torch_chunk_gated_delta_rule(  # noqa: E731
-        q, k, v, g=g, beta=beta, initial_state=s0, output_final_state=True,
-        use_qk_l2norm_in_kernel=True)
-    err, tol, note = check(*hf())
-    record("gated_delta", shape, "transformers-torch", timed(hf), err, tol, note + ", chunk 64")
+        doc = section(name, args, save)
+    except Exception as exc:  # noqa: BLE001 - kept in the section's file; the traceback goes to the log
+        save(dict(last, error=f"{type(exc).__name__}: {exc}"[-2000:], ok=False))
+        raise
+    save(doc, complete=True)
+    return 0
 
 
-def main() -> int:
-    if not ARGS.only or ARGS.only == "confidence":
-        bench_confidence()
-    if not ARGS.only or ARGS.only == "attention":
-        bench_attention()
-    if not ARGS.only or ARGS.only == "gated_delta":
-        bench_gated_delta(32)
-        bench_gated_delta(4096)
-    model = None
-    if not ARGS.only or ARGS.only == "model":
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
+def section(name: str, args: argparse.Namespace, save) -> dict:
+    """Run one section in this process; its document."""
+    if name == "generate":
+        from gpu_model_bench import bench_generate
+
+        doc = bench_generate(args.work, args.dry_run, save)
+    elif name == "kernels":
+        if importlib.util.find_spec("triton") is None:
+            doc = dict(skipped="triton is not installed", ok=None)
+        else:
+            from gpu_kernel_bench import run_kernels, table
+
+            doc = run_kernels(args.dry_run, args.reps, args.only.split(","), save)
+            print(table(doc["rows"]))
+    elif name == "model":
         from gpu_model_bench import bench_model
 
-        model = bench_model(ARGS.dry_run, REPS if ARGS.dry_run else 20)
-        print("model:", json.dumps(model))
-    session = None
-    if not ARGS.only or ARGS.only == "session":
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        doc = bench_model(args.dry_run, args.reps or (1 if args.dry_run else 20), work=args.work)
+        doc["ok"] = True
+    else:
         from gpu_session_bench import bench_session
 
-        session = bench_session(ARGS.dry_run, ARGS.session_shape, ARGS.session_steps)
-    print(f"{'op':<16}{'shape':<34}{'impl':<25}{'ms':>10}{'error':>11}  ok")
-    for r in ROWS:
-        ms = "-" if r["ms"] is None else f"{r['ms']:.3f}"
-        err = "-" if r["error"] is None else f"{r['error']:.1e}"
-        ok = "-" if r["ok"] is None else ("yes" if r["ok"] else "NO")
-        print(f"{r['op']:<16}{r['shape']:<34}{r['impl']:<25}{ms:>10}{err:>11}  {ok}  {r['note']}")
-    name = torch.cuda.get_device_name(DEV) if DEV.type == "cuda" else "cpu (interpreter)"
-    doc = dict(device=name,
-               dry_run=ARGS.dry_run, reps=REPS, torch=torch.__version__,
-               triton=__import__("triton").__version__, rows=ROWS, model=model, session=session)
-    text = json.dumps(doc, indent=1)
-    print(text)
-    if ARGS.json:
-        ARGS.json.write_text(text + "\n")
-    return 0 if all(r["ok"] is not False for r in ROWS) else 1
+        doc = bench_session(args.dry_run, args.session_shape, args.session_steps)
+        doc["ok"] = None  # a measurement: bf16 rounding may part cold and warm ids (identical_ids)
+    return doc
+
+
+def child_cmd(args: argparse.Namespace, name: str, ops: list[str], work: Path) -> list[str]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--section", name, "--out", str(args.out),
+           "--work", str(work), "--session-shape", args.session_shape]
+    cmd += ["--only", ",".join(ops)] if ops else []
+    cmd += ["--dry-run"] if args.dry_run else []
+    cmd += ["--reps", str(args.reps)] if args.reps else []
+    cmd += ["--session-steps", str(args.session_steps)] if args.session_steps else []
+    return cmd
+
+
+def run_child(cmd: list[str], cap: float) -> tuple[str, int | None]:
+    """Run a section's process for at most `cap` seconds: (status, exit code)."""
+    proc = subprocess.Popen(cmd, process_group=0)  # not a new session: ends with the command
+    try:
+        rc = proc.wait(timeout=cap)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)  # the section and any `clover generate` it started
+        proc.wait()
+        return "timed_out", None
+    return ("done" if rc == 0 else "failed"), rc
+
+
+def environment() -> dict:
+    """Versions in use, read without importing torch (the sections' processes own the GPU)."""
+    versions = {}
+    for name in ("torch", "triton", "transformers", "tokenizers", "safetensors", "numpy", "clover-cli"):
+        try:
+            versions[name] = md.version(name)
+        except md.PackageNotFoundError:
+            versions[name] = None
+    spec = importlib.util.find_spec("clover_cli")
+    return dict(python=sys.version.split()[0], executable=sys.executable, versions=versions,
+                clover_cli=spec.origin if spec else None)
+
+
+def orchestrate(args: argparse.Namespace) -> int:
+    """Run the planned sections under the deadline, keeping summary.json current."""
+    deadline = args.deadline or (DRY_DEADLINE if args.dry_run else DEADLINE)
+    sections = plan(args.only)
+    summary = dict(dry_run=args.dry_run, deadline_seconds=deadline, plan=list(sections),
+                   environment=environment(), sections={}, ok=None)
+    start = time.perf_counter()
+    work = Path(tempfile.mkdtemp(prefix="clover-gpu-bench-"))
+    write_json(args.out / "summary.json", summary)
+    try:
+        for name, ops in sections.items():
+            _, need, cap = SECTIONS[name]
+            left = deadline - (time.perf_counter() - start)
+            entry: dict = dict(cap_seconds=DRY_CAP if args.dry_run else cap)
+            if left < need:
+                entry.update(status="skipped", reason=f"{left:.0f} s of the {deadline:.0f} s deadline "
+                             f"left; this section needs about {need} s to start")
+            else:
+                print(f"gpu_bench: {name} (cap {min(entry['cap_seconds'], left):.0f} s)", flush=True)
+                t0 = time.perf_counter()
+                status, rc = run_child(child_cmd(args, name, ops, work), min(entry["cap_seconds"], left))
+                entry.update(status=status, exit_code=rc, seconds=round(time.perf_counter() - t0, 1))
+                doc = read(args.out / f"{name}.json")
+                entry.update(complete=doc.get("complete", False), ok=doc.get("ok"))
+            summary["sections"][name] = entry
+            summary["elapsed_seconds"] = round(time.perf_counter() - start, 1)
+            write_json(args.out / "summary.json", summary)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    bad = [n for n, e in summary["sections"].items()
+           if e["status"] in ("failed", "timed_out") or e.get("ok") is False]
+    summary["ok"] = not bad
+    write_json(args.out / "summary.json", summary)
+    report(args, summary)
+    return 1 if bad else 0
+
+
+def read(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def report(args: argparse.Namespace, summary: dict) -> None:
+    """Print the sections' outcome and headline figures last (a device call returns the tail)."""
+    docs = {name: read(args.out / f"{name}.json") for name in summary["sections"]}
+    if args.json:
+        write_json(args.json, dict(summary, **{f"section_{n}": d for n, d in docs.items()}))
+    print(f"{'section':<10}{'status':<11}{'ok':<7}{'seconds':>8}  figures")
+    for name, e in summary["sections"].items():
+        d = docs[name]
+        figures = e.get("reason", "")
+        if name == "generate" and d.get("runs"):
+            r = d["runs"][-1]
+            figures = (f"{r['device']} {r['dtype']} kernels={r['kernels']} {r['forwards_per_second']} fwd/s "
+                       f"{r['tokens_per_second']} tok/s ({r['device_name']})")
+        elif name == "kernels" and d.get("rows"):
+            figures = f"{len(d['rows'])} rows, ops done: {','.join(d.get('done', []))}"
+        elif name == "model" and "t_fwd_1_ms" in d:
+            figures = (f"t_fwd 1/32/64 = {d['t_fwd_1_ms']}/{d['t_fwd_32_ms']}/{d['t_fwd_64_ms']} ms, "
+                       f"decode {d['decode_tokens_per_second']} tok/s")
+        elif "error" in d:
+            figures = d["error"][-200:]
+        print(f"{name:<10}{e['status']:<11}{str(e.get('ok', '-')):<7}{e.get('seconds', 0):>8}  {figures}")
+    print(f"gpu_bench: {'ok' if summary['ok'] else 'NOT ok'}; {summary.get('elapsed_seconds', 0)} s; "
+          f"files in {args.out}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    args.out = (args.out or Path(os.environ.get("OUT") or "gpu-bench-out")).resolve()
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.section:
+        return run_section(args)
+    if not args.dry_run:
+        probe = subprocess.run([sys.executable, "-c", "import torch; assert torch.cuda.is_available()"],
+                               capture_output=True)
+        if probe.returncode:
+            sys.exit("gpu_bench: no CUDA device here; use --dry-run to check the script on the CPU")
+    return orchestrate(args)
 
 
 if __name__ == "__main__":

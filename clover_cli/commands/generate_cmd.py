@@ -158,7 +158,8 @@ def generate(ctx, model_spec, prompt, prompt_file, raw, max_new_tokens, block_si
 
     result = None
     try:
-        events = Engine(lm).stream(prompt_ids, cfg)
+        engine = Engine(lm)
+        events = engine.stream(prompt_ids, cfg)
     except ValueError as exc:  # settings this model's decode does not take (editing, a mode)
         click.echo(f"clover: error: {exc}", err=True)
         sys.exit(2)
@@ -188,6 +189,7 @@ def generate(ctx, model_spec, prompt, prompt_file, raw, max_new_tokens, block_si
             "block_size": block_size or lm.block_size,
             "threshold": None if own else threshold, "sampler": own or "threshold",
             "token_healing": cfg.token_healing, **lm.placement.as_dict(),
+            "kernels": list(engine.kernels),  # the Triton hooks installed (engine/kernel_hooks.py)
             **({"diffusion_mode": mode} if (mode := _mode(lm, diffusion_mode)) else {}),
         }))
     else:
