@@ -180,6 +180,14 @@ def test_two_processes_at_once_convert_once(tiny_gguf):
 def test_smollm2_cached_decodes_as_its_gguf_load(tmp_path, monkeypatch):
     """The real file: the second load reads the cache; it decodes the ids transformers' GGUF load
     decodes (on our own network by default, and on transformers' from the directory)."""
+    root = gguf_cache.cache_root()
+    try:
+        _smollm2_checks(tmp_path, monkeypatch)
+    finally:  # the entry holds ~540 MB; pytest keeps its last few temp folders
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _smollm2_checks(tmp_path, monkeypatch):
     load_model("smollm2")
     before = gguf_cache.conversions
     cached = load_model("smollm2")
