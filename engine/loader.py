@@ -346,21 +346,30 @@ def _finish(directory: Path, name: str, raw: dict, family: Family, model: Any,
                                           or _text_config(raw).get("max_position_embeddings") or 4096))
 
 
-def _load_gguf(path: Path, name: str, *, device: Any, dtype: Any) -> LoadedModel:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def _load_gguf(path: Path, name: str, *, device: Any, dtype: Any, native: bool | None = None) -> LoadedModel:
+    """A GGUF through its converted copy in Clover's cache (engine/gguf_cache.py), loaded as a
+    checkpoint directory; converted in memory when the cache cannot be written. A cached copy
+    that does not load is converted again, once."""
+    from . import gguf_cache
 
-    try:
-        with _quiet_transformers():
-            tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name,
-                                                      local_files_only=True, trust_remote_code=False)
-            model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
-                                                         dtype=_pick_dtype(dtype, device),
-                                                         local_files_only=True, trust_remote_code=False)
-    except Exception as exc:  # noqa: BLE001
-        raise ModelLoadError(f"{name}: cannot load GGUF {path.name}: {_one_line(exc)}") from None
+    got = gguf_cache.converted(path, name)
+    if isinstance(got, Path):
+        try:
+            return _load_directory(got, name, device=device, dtype=dtype, block_size=None, native=native)
+        except ModelLoadError as exc:
+            gguf_cache.discard(got, name, str(exc))
+            got = gguf_cache.converted(path, name)
+    if isinstance(got, Path):
+        return _load_directory(got, name, device=device, dtype=dtype, block_size=None, native=native)
+    return _gguf_in_memory(path, name, *got, device=device, dtype=dtype)
+
+
+def _gguf_in_memory(path: Path, name: str, model: Any, tokenizer: Any, *, device: Any,
+                    dtype: Any) -> LoadedModel:
+    """The model transformers converted (float32), as the directory path would finish it."""
+    model.to(_pick_dtype(dtype, device))
     if device is not None:
         model.to(device)
-    model.eval()
     raw = model.config.to_dict()
     family = Family("ar", False, str(raw.get("model_type", "llama")))
     return LoadedModel(name=name, model=model, tokenizer=tokenizer, family=family, path=path,
@@ -412,7 +421,8 @@ def _load_spec(spec: str | ModelSpec | None, *, device: Any, dtype: Any,
                                block_size=block_size, native=native)
     if parsed.kind == "smollm2":
         placement = placement_for(device, dtype)
-        lm = _load_gguf(smollm2_gguf(), "smollm2", device=placement.device, dtype=placement.dtype)
+        lm = _load_gguf(smollm2_gguf(), "smollm2", device=placement.device, dtype=placement.dtype,
+                        native=native)
         lm.extra["placement"] = placement
         return lm
     raise ModelLoadError(f"{parsed}: not an in-process model spec (the agent handles {parsed.kind}:)")

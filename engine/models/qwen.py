@@ -1,11 +1,12 @@
-"""Qwen3- and Qwen2-shaped decoders as our own compact module (docs/engine.md, "Native models").
+"""Qwen3-, Qwen2- and Llama-shaped decoders as our own compact module (docs/engine.md, "Native models").
 
 Loading transformers' modelling code for these families costs more than the rest of startup
 together (it pulls torch._dynamo and torch.distributed through modeling_utils), while the network
 is a few dozen lines. This is the network as the Qwen2 / Qwen3 technical reports describe it (read
 public code to learn, not copied): pre-norm decoder layers with RMSNorm, grouped-query attention
 with rotary position embedding (the default rope only), per-head RMSNorm of queries and keys
-(Qwen3), biased q/k/v projections (Qwen2), a SwiGLU MLP, and a tied or untied output head.
+(Qwen3), biased q/k/v projections (Qwen2), neither (Llama), a SwiGLU MLP, and a tied or untied
+output head.
 Parameter names and shapes are the released checkpoints' (model.embed_tokens,
 model.layers.N.self_attn.q_proj, ..., lm_head), so the same safetensors load as is; a missing or
 mis-shaped tensor is one error line (load_qwen). The config object and the KV cache are our own
@@ -30,6 +31,7 @@ from .weights import read_weights
 
 QWEN3_TYPES = {"qwen3", "sdar"}  # q/k RMSNorm, no bias by default (attention_bias)
 QWEN2_TYPES = {"qwen2", "fast_dllm_qwen", "dream"}  # biased q/k/v, no q/k norm
+LLAMA_TYPES = {"llama"}  # no q/k norm; q/k/v/o biased only with attention_bias
 BIDIRECTIONAL_TYPES = {"dream"}  # Dream: full attention, no causal mask (docs/engine.md, "Full-attention diffusion")
 DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
 
@@ -40,6 +42,8 @@ def _kind(raw: dict[str, Any]) -> str | None:
         return "qwen3"
     if model_type in QWEN2_TYPES:
         return "qwen2"
+    if model_type in LLAMA_TYPES:
+        return "llama"
     return None
 
 
@@ -51,7 +55,7 @@ def _rope_theta(raw: dict[str, Any]) -> float | None:
 
 
 def unsupported(raw: dict[str, Any], dtype: torch.dtype) -> str | None:
-    """Why this config is not plainly a Qwen3/Qwen2 decoder we run natively (None: it is)."""
+    """Why this config is not plainly a Qwen3/Qwen2/Llama decoder we run natively (None: it is)."""
     if _kind(raw) is None:
         return f"model_type {raw.get('model_type')!r}"
     if dtype not in DTYPES:
@@ -91,7 +95,7 @@ def _settings(raw: dict[str, Any]) -> SimpleNamespace:
         rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)), rope_theta=_rope_theta(raw),
         tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
         qkv_bias=kind == "qwen2" or bool(raw.get("attention_bias", False)),
-        o_bias=kind == "qwen3" and bool(raw.get("attention_bias", False)),
+        o_bias=kind in ("qwen3", "llama") and bool(raw.get("attention_bias", False)),
         qk_norm=kind == "qwen3")
 
 

@@ -49,10 +49,10 @@ def _logits(lm, ids: list[int], split: int, block: int) -> torch.Tensor:
 
 def _dirs(tiny_dirs, tmp_path):
     return {"qwen3": tiny_dirs["clover"], "sdar": tiny_dirs["sdar"], "ar": tiny_dirs["ar"],
-            "qwen2_bias": _biased_qwen2(tmp_path), "tiny": bundled_tiny_dir()}
+            "qwen2_bias": _biased_qwen2(tmp_path), "tiny": bundled_tiny_dir(), "llama": tiny_dirs["ar_llama"]}
 
 
-@pytest.mark.parametrize("kind", ["qwen3", "sdar", "ar", "qwen2_bias", "tiny"])
+@pytest.mark.parametrize("kind", ["qwen3", "sdar", "ar", "qwen2_bias", "tiny", "llama"])
 def test_native_logits_equal_transformers(tiny_dirs, tmp_path, kind):
     d = _dirs(tiny_dirs, tmp_path)[kind]
     native = load_model(str(d), dtype="float32")
@@ -95,13 +95,13 @@ def test_switch_back_to_transformers(tiny_dirs, monkeypatch):
     ({"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}}, "rope_parameters"),
     ({"use_sliding_window": True}, "sliding window"),
     ({"hidden_act": "gelu"}, "hidden_act"),
-    ({"model_type": "llama"}, "model_type"),
+    ({"model_type": "mistral"}, "model_type"),
 ])
 def test_unusual_configs_take_the_transformers_path(tiny_dirs, tmp_path, change, reason):
     raw = json.loads((tiny_dirs["clover"] / "config.json").read_text())
     assert unsupported(raw, torch.float32) is None
     assert reason in unsupported(dict(raw, **change), torch.float32)
-    if change.get("model_type") != "llama":
+    if change.get("model_type") != "mistral":
         d = tmp_path / "ckpt"
         shutil.copytree(tiny_dirs["clover"], d)
         (d / "config.json").write_text(json.dumps(dict(raw, **change)))
