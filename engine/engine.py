@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 from typing import Iterator
 
@@ -14,33 +13,14 @@ from .events import GenerationResult
 from .fullattn_decode import FULL_ATTENTION, FullAttnDecoder, resolve_mode
 from .healing import heal_prompt
 from .prefix_cache import PrefixCache, default_budget_bytes
-
-
-SMALL_MODEL_PARAMS = 50_000_000
-THREADS_ENV = "CLOVER_TORCH_THREADS"
+from .threads import SMALL_MODEL_PARAMS, THREADS_ENV, apply_cpu_threads  # noqa: F401 (public names)
 
 
 def configure_cpu_threads(model) -> int | None:
-    """Pick torch's intra-op thread count for CPU decoding; returns it (None: left alone).
-
-    A small model's matmuls are too short to split: measured on the 2-core machine with other
-    work running, the bundled tiny model's forward took 11 ms on one thread and 54-84 ms on two,
-    so small models decode on one thread. CLOVER_TORCH_THREADS overrides.
-    """
-    import torch
-
-    param = next(model.parameters())
-    if param.is_cuda:
-        return None
-    wanted = os.environ.get(THREADS_ENV, "").strip()
-    if wanted.isdigit() and int(wanted) > 0:
-        threads = int(wanted)
-    elif sum(p.numel() for p in model.parameters()) < SMALL_MODEL_PARAMS:
-        threads = 1
-    else:
-        return None
-    torch.set_num_threads(threads)
-    return threads
+    """Set torch's intra-op thread count for CPU decoding and return it; None for a CUDA model
+    (left alone). The policy is engine/threads.py's (docs/engine.md, "CPU threads")."""
+    choice = apply_cpu_threads(model)
+    return None if choice is None else choice.threads
 
 
 class Engine:
@@ -57,7 +37,9 @@ class Engine:
         if cache_mb is not None and cache_mb < 0:
             raise ValueError(f"cache_mb must be >= 0, got {cache_mb}")
         self.lm = lm
-        self.threads = configure_cpu_threads(lm.model)
+        choice = apply_cpu_threads(lm.model)  # what configure_cpu_threads does, keeping the reason
+        self.threads = None if choice is None else choice.threads  # None: a CUDA model, untouched
+        self.threads_reason = None if choice is None else choice.reason
         # DiffusionGemma keeps transformers' attention: its reference runs on it
         # (engine/gemma_decode.py); Dream / LLaDA 1.x attend in full, so no block-causal kernels
         own_attention = lm.family.name == "diffusion_gemma" or lm.family.name in FULL_ATTENTION

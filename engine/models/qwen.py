@@ -304,18 +304,13 @@ def load_qwen(directory: Path, raw: dict[str, Any], dtype: torch.dtype) -> QwenF
 
 
 def _converted(state: dict[str, torch.Tensor], dtype: torch.dtype) -> dict[str, torch.Tensor]:
-    """The tensors in `dtype`. A small checkpoint converts on one thread: measured on the shared
-    2-core machine, the bundled tiny's bf16 -> float32 took 4 ms on one thread and 220 ms on two
-    (the same effect engine/engine.py configure_cpu_threads avoids for decoding)."""
-    small = sum(t.numel() for t in state.values()) < 50_000_000
-    threads = torch.get_num_threads()
-    if small and threads > 1:
-        torch.set_num_threads(1)
-    try:
+    """The tensors in `dtype`, on the decode's thread count (engine/threads.py; a small checkpoint
+    on one thread: measured on the shared 2-core machine, the bundled tiny's bf16 -> float32 took
+    4 ms on one thread and 220 ms on two)."""
+    from ..threads import policy_threads, torch_threads
+
+    with torch_threads(policy_threads(sum(t.numel() for t in state.values())).threads):
         return {k: v if v.dtype == dtype else v.to(dtype) for k, v in state.items()}
-    finally:
-        if small and threads > 1:
-            torch.set_num_threads(threads)
 
 
 def _generation_config(directory: Path) -> SimpleNamespace | None:
