@@ -13,7 +13,7 @@ from .events import GenerationResult
 from .fullattn_decode import FULL_ATTENTION, FullAttnDecoder, resolve_mode
 from .healing import heal_prompt
 from .prefix_cache import PrefixCache, default_budget_bytes
-from .threads import SMALL_MODEL_PARAMS, THREADS_ENV, apply_cpu_threads  # noqa: F401 (public names)
+from .threads import SMALL_MODEL_PARAMS, THREADS_ENV, ThreadGovernor, apply_cpu_threads  # noqa: F401
 
 
 def configure_cpu_threads(model) -> int | None:
@@ -40,6 +40,7 @@ class Engine:
         choice = apply_cpu_threads(lm.model)  # what configure_cpu_threads does, keeping the reason
         self.threads = None if choice is None else choice.threads  # None: a CUDA model, untouched
         self.threads_reason = None if choice is None else choice.reason
+        self._governor = ThreadGovernor(sum(p.numel() for p in lm.model.parameters()), choice)
         # DiffusionGemma keeps transformers' attention: its reference runs on it
         # (engine/gemma_decode.py); Dream / LLaDA 1.x attend in full, so no block-causal kernels
         own_attention = lm.family.name == "diffusion_gemma" or lm.family.name in FULL_ATTENTION
@@ -63,6 +64,9 @@ class Engine:
         and keep this request's cache for later ones (False: neither)."""
         cfg = config or GenerationConfig()
         resolve_mode(self.lm.family.name, cfg.diffusion_mode)  # a mode for another family: error
+        choice = self._governor.refresh()  # other work since the last request (engine/threads.py)
+        if choice is not None:
+            self.threads, self.threads_reason = choice.threads, choice.reason
         if self.lm.family.name == "diffusion_gemma":  # its own sampler; no healing, no prefix reuse
             from .gemma_decode import GemmaDecoder
 

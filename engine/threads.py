@@ -176,3 +176,77 @@ def torch_threads(n: int):
     finally:
         if n != before:
             torch.set_num_threads(before)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One look at the machine: wall time, /proc/stat busy and total jiffies over the usable CPUs,
+    and this process's own CPU seconds (all its threads)."""
+
+    wall: float
+    busy_ticks: int
+    total_ticks: int
+    own_seconds: float
+
+
+def take_reading(cpus: set[int] | None = None) -> Reading | None:
+    """A Reading now; None where /proc/stat cannot be read."""
+    ticks = _cpu_ticks(cpus)
+    if ticks is None:
+        return None
+    own = os.times()
+    return Reading(time.monotonic(), ticks[0], ticks[1], own.user + own.system)
+
+
+def others_busy(before: Reading, after: Reading, hz: int) -> float | None:
+    """Cores other work kept busy between two readings: all the CPUs' busy time less this
+    process's own, over the wall time between them; None when too little time passed to tell."""
+    wall = after.wall - before.wall
+    if wall < MIN_INTERVAL_S or after.total_ticks <= before.total_ticks:
+        return None
+    busy = (after.busy_ticks - before.busy_ticks) / hz - (after.own_seconds - before.own_seconds)
+    return max(0.0, busy / wall)
+
+
+MIN_INTERVAL_S = 0.5  # shorter gaps between two requests say too little about other work
+
+
+class ThreadGovernor:
+    """Follows other work between requests (docs/engine.md, "CPU threads"): `refresh()`, called as a
+    request starts, measures what other processes used since the previous call (the machine's busy
+    time less ours, so no sleep and no latency) and sets torch's thread count by the same rule
+    as at load. Inert where the count is fixed: CLOVER_TORCH_THREADS, OMP_NUM_THREADS=1, a small
+    model, one usable core, a model off the CPU."""
+
+    def __init__(self, params: int, choice: ThreadChoice | None):
+        env, omp = os.environ.get(THREADS_ENV), os.environ.get("OMP_NUM_THREADS")
+        self.params, self.choice, self.omp = params, choice, omp
+        try:
+            self.cpus = os.sched_getaffinity(0)
+        except (AttributeError, OSError):
+            self.cpus = None
+        self.snap = cpu_snapshot(sample=False)
+        self.active = (choice is not None and params >= SMALL_MODEL_PARAMS and env_threads(env) is None
+                       and env_threads(omp) != 1 and usable_cores(self.snap) > 1)
+        self.hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        self.mark = take_reading(self.cpus) if self.active else None
+
+    def refresh(self) -> ThreadChoice | None:
+        """The choice for the request about to run (set in torch when it changed); None: inert."""
+        if not self.active:
+            return None
+        now = take_reading(self.cpus)
+        if now is None or self.mark is None:
+            return None
+        busy = others_busy(self.mark, now, self.hz)
+        self.mark = now
+        if busy is None:
+            return self.choice
+        snap = CpuSnapshot(self.snap.cores, self.snap.affinity, self.snap.quota, busy)
+        choice = choose_threads(snap, self.params, None, self.omp)
+        if self.choice is None or choice.threads != self.choice.threads:
+            import torch
+
+            torch.set_num_threads(choice.threads)
+        self.choice = choice
+        return choice

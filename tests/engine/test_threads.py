@@ -3,6 +3,8 @@ of the cores, affinity, cgroup quota, a load sample and CLOVER_TORCH_THREADS, al
 that the engine applies it to a real model and leaves a non-CPU model's threads alone."""
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -163,3 +165,52 @@ def test_a_cuda_model_is_left_alone(monkeypatch, keep_torch_threads):
     monkeypatch.setenv(THREADS_ENV, "2")
     assert apply_cpu_threads(torch.nn.Linear(4, 4).cuda()) is None
     assert torch.get_num_threads() == 1
+
+
+# ---- following other work between requests (ThreadGovernor) ------------------------------------
+
+def test_others_busy_is_the_machines_busy_time_less_our_own():
+    from clover_cli.engine.threads import Reading, others_busy
+
+    before = Reading(wall=10.0, busy_ticks=1000, total_ticks=5000, own_seconds=3.0)
+    after = Reading(wall=12.0, busy_ticks=1000 + 300, total_ticks=5400, own_seconds=3.0 + 0.8)
+    assert others_busy(before, after, hz=100) == pytest.approx((3.0 - 0.8) / 2.0)
+    ours_only = Reading(wall=12.0, busy_ticks=1000 + 160, total_ticks=5400, own_seconds=3.0 + 1.6)
+    assert others_busy(before, ours_only, hz=100) == pytest.approx(0.0, abs=1e-9)
+    too_soon = Reading(wall=10.1, busy_ticks=1010, total_ticks=5020, own_seconds=3.0)
+    assert others_busy(before, too_soon, hz=100) is None
+
+
+def test_the_governor_follows_other_work_between_requests(monkeypatch):
+    import torch
+
+    from clover_cli.engine.threads import Reading, ThreadChoice, ThreadGovernor, take_reading, torch_threads
+
+    monkeypatch.delenv("CLOVER_TORCH_THREADS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    gov = ThreadGovernor(params=10**9, choice=ThreadChoice(2, "load"))
+    if not gov.active:
+        pytest.skip("one usable core: nothing to follow")
+    hz = gov.hz
+    with torch_threads(torch.get_num_threads()):
+        now = take_reading(gov.cpus)
+        usable = len(gov.cpus) if gov.cpus else os.cpu_count()
+        # the last second: every usable core busy with other work
+        gov.mark = Reading(now.wall - 1.0, now.busy_ticks - usable * hz, now.total_ticks - usable * hz,
+                           now.own_seconds)
+        assert gov.refresh().threads == 1 and torch.get_num_threads() == 1
+        # the next second: nothing else ran
+        now = take_reading(gov.cpus)
+        gov.mark = Reading(now.wall - 1.0, now.busy_ticks, now.total_ticks - usable * hz, now.own_seconds)
+        assert gov.refresh().threads == usable and torch.get_num_threads() == usable
+
+
+def test_the_governor_is_inert_where_the_count_is_fixed(monkeypatch):
+    from clover_cli.engine.threads import ThreadChoice, ThreadGovernor
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setenv("CLOVER_TORCH_THREADS", "2")
+    assert ThreadGovernor(10**9, ThreadChoice(2, "env")).refresh() is None
+    monkeypatch.delenv("CLOVER_TORCH_THREADS")
+    assert ThreadGovernor(1_000_000, ThreadChoice(1, "small")).refresh() is None
+    assert ThreadGovernor(10**9, None).refresh() is None  # a model off the CPU
