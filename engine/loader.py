@@ -10,6 +10,7 @@ ModelLoadError whose message is one line.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import json
 import os
@@ -179,21 +180,33 @@ def _pick_dtype(dtype: Any, device: Any):
     return torch.bfloat16 if str(device).startswith("cuda") else torch.float32
 
 
-def placement_for(device: Any, dtype: Any) -> Placement:
-    """The Placement of a device / dtype choice (strings, torch objects or None: the environment,
-    else auto; engine/placement.py); ModelLoadError (one line) when this machine cannot honour it."""
+def placement_for(device: Any, dtype: Any, quantize: Any = None) -> Placement:
+    """The Placement of a device / dtype / quantize choice (strings, torch objects or None: the
+    environment, else auto / none; engine/placement.py, engine/quantize.py); ModelLoadError (one
+    line) when this machine cannot honour it."""
     if isinstance(device, Placement):
         return device
     text_dtype = None if dtype is None else str(dtype).replace("torch.", "")
     try:
-        return resolve_placement(None if device is None else str(device), text_dtype)
+        placement = resolve_placement(None if device is None else str(device), text_dtype)
+        return dataclasses.replace(placement, weight_format=_quantize_format(quantize))
     except PlacementError as exc:
         raise ModelLoadError(str(exc)) from None
 
 
+def _quantize_format(quantize: Any) -> str:
+    """"" / int8 / int4 from --quantize, else $CLOVER_QUANTIZE (engine/quant_formats.py)."""
+    from .quant_formats import QUANTIZE_ENV, QuantizeChoiceError, weight_format
+
+    try:
+        return weight_format(quantize if quantize is not None else os.environ.get(QUANTIZE_ENV, ""))
+    except QuantizeChoiceError as exc:
+        raise PlacementError(str(exc)) from None
+
+
 def _load_directory(directory: Path, name: str, *, device: Any, dtype: Any,
-                    block_size: int | None, native: bool | None = None) -> LoadedModel:
-    placement = placement_for(device, dtype)
+                    block_size: int | None, native: bool | None = None, quantize: Any = None) -> LoadedModel:
+    placement = placement_for(device, dtype, quantize)
     lm = _load_placed(directory, name, placement, block_size=block_size, native=native)
     lm.extra["placement"] = placement
     return lm
@@ -201,7 +214,7 @@ def _load_directory(directory: Path, name: str, *, device: Any, dtype: Any,
 
 def _load_placed(directory: Path, name: str, placement: Placement, *, block_size: int | None,
                  native: bool | None) -> LoadedModel:
-    device, dtype = placement.device, placement.dtype
+    device, dtype, quant = placement.device, placement.dtype, placement.weight_format
     raw = _read_config(directory)
     try:
         family = detect_family(raw, block_size=block_size)
@@ -219,12 +232,12 @@ def _load_placed(directory: Path, name: str, placement: Placement, *, block_size
     except ValueError as exc:  # a header that is not safetensors'
         raise ModelLoadError(f"{name}: cannot read the weights: {exc}") from None
     if family.name == "diffusion_gemma":  # transformers' network, our sampler (engine/gemma_load.py)
-        return _load_diffusion_gemma(directory, name, raw, family, fields, device, dtype, native)
+        return _load_diffusion_gemma(directory, name, raw, family, fields, device, dtype, native, quant)
     if family.name == "llada2":  # no transformers class: our own module (engine/models/llada2.py)
-        return _finish(directory, name, raw, family, _load_own("llada2", directory, name, raw, dtype, device),
+        return _finish(directory, name, raw, family, _load_own("llada2", directory, name, raw, dtype, device, quant),
                        device, native)
     if family.name == "llada":  # LLaDA 1.x: our own module (engine/models/llada1.py)
-        return _finish(directory, name, raw, family, _load_own("llada1", directory, name, raw, dtype, device),
+        return _finish(directory, name, raw, family, _load_own("llada1", directory, name, raw, dtype, device, quant),
                        device, native)
     if family.name == "dream":  # Qwen2-shaped, bidirectional: engine/models/qwen.py, never transformers
         from .models.qwen import unsupported
@@ -232,14 +245,14 @@ def _load_placed(directory: Path, name: str, placement: Placement, *, block_size
         why = unsupported(raw, _pick_dtype(dtype, device))
         if why is not None:
             raise ModelLoadError(f"{name}: this Dream checkpoint is not supported ({why})")
-        return _finish(directory, name, raw, family, _load_own("qwen", directory, name, raw, dtype, device),
+        return _finish(directory, name, raw, family, _load_own("qwen", directory, name, raw, dtype, device, quant),
                        device, native)
     if _use_native(native):
         from .models.qwen import unsupported
 
         if unsupported(raw, _pick_dtype(dtype, device)) is None:  # engine/models/qwen.py
             return _finish(directory, name, raw, family,
-                           _load_own("qwen", directory, name, raw, dtype, device), device, native)
+                           _load_own("qwen", directory, name, raw, dtype, device, quant), device, native)
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -269,11 +282,11 @@ def _load_placed(directory: Path, name: str, placement: Placement, *, block_size
         problems.append(f"shape mismatch ({len(mismatched)}, e.g. {first[0] if isinstance(first, tuple) else first})")
     if problems:
         raise ModelLoadError(f"{name}: checkpoint does not match its config: " + "; ".join(problems))
-    return _finish(directory, name, raw, family, model, device, native)
+    return _finish(directory, name, raw, family, _quantized(model, quant), device, native)
 
 
 def _load_diffusion_gemma(directory: Path, name: str, raw: dict, family: Family, fields: dict,
-                          device: Any, dtype: Any, native: bool | None) -> LoadedModel:
+                          device: Any, dtype: Any, native: bool | None, quant: str = "") -> LoadedModel:
     from .gemma_load import load_diffusion_gemma
 
     try:
@@ -281,12 +294,21 @@ def _load_diffusion_gemma(directory: Path, name: str, raw: dict, family: Family,
                                                engine_attention(device), _quiet_transformers)
     except ValueError as exc:
         raise ModelLoadError(f"{name}: {exc}") from None
-    lm = _finish(directory, name, raw, family, model, device, native)
+    lm = _finish(directory, name, raw, family, _quantized(model, quant), device, native)
     lm.extra["gemma_settings"] = settings
     return lm
 
 
-def _load_own(module: str, directory: Path, name: str, raw: dict, dtype: Any, device: Any):
+def _quantized(model: Any, quant: str) -> Any:
+    """A network transformers built, quantized module by module (engine/quantize.py)."""
+    if quant:
+        from .quantize import quantize_model
+
+        quantize_model(model, quant)
+    return model
+
+
+def _load_own(module: str, directory: Path, name: str, raw: dict, dtype: Any, device: Any, quant: str = ""):
     """A network written here (engine/models/qwen.py or llada2.py) with its weights; one
     ModelLoadError line for weights that do not fit the config or cannot be read."""
     unsupported: Any = ()  # catches nothing
@@ -297,7 +319,7 @@ def _load_own(module: str, directory: Path, name: str, raw: dict, dtype: Any, de
     else:
         from .models.llada2 import UnsupportedConfig as unsupported, load_llada2 as load
     try:
-        return load(directory, raw, _pick_dtype(dtype, device))
+        return load(directory, raw, _pick_dtype(dtype, device), **({"quantize": quant} if quant else {}))
     except unsupported as exc:  # a config key it does not implement (rope_scaling, router)
         raise ModelLoadError(f"{name}: {_one_line(exc)}") from None
     except (ValueError, KeyError, TypeError) as exc:
@@ -346,7 +368,7 @@ def _load_gguf(path: Path, name: str, *, device: Any, dtype: Any) -> LoadedModel
 
 def load_model(spec: str | ModelSpec | None, *, device: Any = None, dtype: Any = None,
                block_size: int | None = None, offline: bool = False,
-               native: bool | None = None) -> LoadedModel:
+               native: bool | None = None, quantize: str | None = None) -> LoadedModel:
     """Load an in-process model from a spec string; raises ModelLoadError (one line).
 
     When transformers loads, its "Loading weights" progress bar is off and its log shows errors
@@ -359,14 +381,16 @@ def load_model(spec: str | ModelSpec | None, *, device: Any = None, dtype: Any =
     device / dtype: `auto`, `cpu`, `cuda[:N]`, `mps` / `auto`, `float32`, `bfloat16`, `float16`
     (or torch objects); None: $CLOVER_DEVICE / $CLOVER_DTYPE, else auto (engine/placement.py).
     A checkpoint whose weights do not fit the device's free memory is refused before any tensor
-    is read (engine/fit.py)."""
+    is read (engine/fit.py). quantize: `int8` / `int4` weight-only, or none; None: $CLOVER_QUANTIZE,
+    else none (engine/quantize.py)."""
     with contextlib.redirect_stdout(sys.stderr):
         return _load_spec(spec, device=device, dtype=dtype, block_size=block_size,
-                          offline=offline, native=native)
+                          offline=offline, native=native, quantize=quantize)
 
 
 def _load_spec(spec: str | ModelSpec | None, *, device: Any, dtype: Any,
-               block_size: int | None, offline: bool, native: bool | None = None) -> LoadedModel:
+               block_size: int | None, offline: bool, native: bool | None = None,
+               quantize: str | None = None) -> LoadedModel:
     try:
         parsed = spec if isinstance(spec, ModelSpec) else parse_spec(spec)
     except SpecError as exc:
@@ -376,18 +400,19 @@ def _load_spec(spec: str | ModelSpec | None, *, device: Any, dtype: Any,
         if not (directory / "config.json").is_file():
             raise ModelLoadError(f"the bundled tiny model is missing ({directory}); reinstall clover-cli")
         return _load_directory(directory, "tiny", device=device, dtype=dtype, block_size=block_size,
-                               native=native)
+                               native=native, quantize=quantize)
     if parsed.kind == "dir":
         directory = Path(parsed.value)
         return _load_directory(directory, directory.name, device=device, dtype=dtype,
-                               block_size=block_size, native=native)
+                               block_size=block_size, native=native, quantize=quantize)
     if parsed.kind == "hf":
         directory = resolve_hf_cache(parsed.value, offline=offline)
         return _load_directory(directory, f"hf:{parsed.value}", device=device, dtype=dtype,
-                               block_size=block_size, native=native)
+                               block_size=block_size, native=native, quantize=quantize)
     if parsed.kind == "smollm2":
-        placement = placement_for(device, dtype)
+        placement = placement_for(device, dtype, quantize)
         lm = _load_gguf(smollm2_gguf(), "smollm2", device=placement.device, dtype=placement.dtype)
+        _quantized(lm.model, placement.weight_format)
         lm.extra["placement"] = placement
         return lm
     raise ModelLoadError(f"{parsed}: not an in-process model spec (the agent handles {parsed.kind}:)")

@@ -9,23 +9,30 @@ import torch
 
 
 def read_weights(directory: Path, expected: dict[str, tuple[int, ...]],
-                 optional: Callable[[str], bool] = lambda key: False) -> dict[str, torch.Tensor]:
+                 optional: Callable[[str], bool] = lambda key: False,
+                 transform: Callable[[str, torch.Tensor], dict[str, torch.Tensor]] | None = None,
+                 ) -> dict[str, torch.Tensor]:
     """The tensors named in `expected` (name -> shape) from every *.safetensors file in
     `directory`; others are skipped. ValueError (one line) when one that is not `optional` is
-    missing, or one has another shape than the config gives."""
+    missing, or one has another shape than the config gives. transform: applied to each tensor
+    as it is read (engine/quantize.py quantizes there), its dict kept instead."""
     from safetensors import safe_open
 
     state: dict[str, torch.Tensor] = {}
+    found: set[str] = set()
     for file in sorted(directory.glob("*.safetensors")):
         with safe_open(str(file), framework="pt") as fh:
             for key in fh.keys():
-                if key in expected:
-                    state[key] = fh.get_tensor(key)
-    missing = sorted(k for k in set(expected) - set(state) if not optional(k))
+                if key not in expected:
+                    continue
+                shape = tuple(fh.get_slice(key).get_shape())
+                if shape != expected[key]:
+                    raise ValueError(f"shape mismatch (e.g. {key}: {shape} in the checkpoint, "
+                                     f"{expected[key]} from config.json)")
+                found.add(key)
+                tensor = fh.get_tensor(key)
+                state.update(transform(key, tensor) if transform else {key: tensor})
+    missing = sorted(k for k in set(expected) - found if not optional(k))
     if missing:
         raise ValueError(f"missing weights ({len(missing)}, e.g. {missing[0]})")
-    bad = sorted(k for k, t in state.items() if tuple(t.shape) != expected[k])
-    if bad:
-        raise ValueError(f"shape mismatch ({len(bad)}, e.g. {bad[0]}: {tuple(state[bad[0]].shape)} "
-                         f"in the checkpoint, {expected[bad[0]]} from config.json)")
     return state
