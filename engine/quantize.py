@@ -12,11 +12,15 @@ modules in these families; a wrong route is a discrete error) and the GDN gates 
 measurable and removes their share of the error).
 
 The formats (integers and scales; the bytes per parameter are fit.QUANTIZED_BYTES_PER_PARAM's):
-- int8: per output row, symmetric (scale = max|w| / 127.5, q in [-128, 127]), computed by
-  torchao's `Int8Tensor.from_hp(w, PerRow())` — the scheme of its `Int8WeightOnlyConfig`. The
-  matmul is torchao's weight-only int8 linear (the int8 weight cast to the activation's dtype,
-  one mm, the row scales applied to the output), written here over plain buffers so `.to()`,
-  state dicts and our loaders treat the weight like any other tensor.
+- int8: per output row, symmetric (scale = max|w| / 127.5, q in [-128, 127]): the scheme of
+  torchao's `Int8WeightOnlyConfig` (`Int8Tensor.from_hp(w, PerRow())`), bit for bit — the tests
+  check it against torchao when it is installed (the dev extra) — and its weight-only linear (the
+  int8 weight cast to the activation's dtype, one mm, the row scales on the output). Written here
+  rather than imported: with torchao installed, transformers imports it on every model load
+  (`transformers.modeling_utils` -> `quantizer_torchao`), measured +3.3 s of import on this
+  machine and four warning lines on stderr (CUDA extensions it cannot load, a pytree
+  deprecation) for users who never quantize; and the plain buffers `.to()`, state dicts and our
+  loaders treat like any other tensor.
 - int4: group-wise, symmetric, group 128 along the input (64 / 32 / the whole row when the width
   is not a multiple of 128), scale = max|w| / 7.5 per group (compressed-tensors' symmetric rule),
   q in [-8, 7] stored as q + 8, two per byte (low nibble = even column), float32 scales. Our own
@@ -35,9 +39,7 @@ once. On CUDA the same code runs after `.to(device)` (not tested here: this mach
 """
 from __future__ import annotations
 
-import contextlib
-import logging
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
@@ -54,33 +56,15 @@ def group_size(width: int) -> int:
     return next((g for g in GROUP_SIZES if width % g == 0), width)
 
 
-@contextlib.contextmanager
-def _quiet_torchao() -> Iterator[None]:
-    """torchao's import logs a warning per CUDA extension it cannot load and torch's pytree a
-    deprecation: noise for a CPU user, silenced while it imports."""
-    loggers = [logging.getLogger(n) for n in ("torchao", "torch.utils._pytree")]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.ERROR)
-    import warnings
-
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        for lg, level in zip(loggers, levels):
-            lg.setLevel(level)
-
-
 def quantize_int8(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(q int8 [..., N, K], scale float32 [..., N, 1]) by torchao's per-row symmetric scheme."""
-    with _quiet_torchao():
-        from torchao.quantization import Int8Tensor
-        from torchao.quantization.granularity import PerRow
-
-        t = Int8Tensor.from_hp(w.detach(), PerRow())
-    return t.qdata.contiguous(), t.scale.to(torch.float32).contiguous()
+    """(q int8 [..., N, K], scale float32 [..., N, 1]): torchao's per-row symmetric scheme
+    (`Int8Tensor.from_hp(w, PerRow())`, bit for bit: tests/engine/conformance/test_quantized.py)."""
+    w = w.detach()
+    # the scale in the weight's own dtype, then float32, as torchao computes it
+    scale = (w.abs().amax(-1, keepdim=True) / 127.5).clamp_(min=torch.finfo(torch.float32).eps)
+    scale = scale.to(torch.float32)
+    q = torch.round(w.to(torch.float32) * (1.0 / scale)).clamp_(-128, 127).to(torch.int8)
+    return q, scale
 
 
 def quantize_int4(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
