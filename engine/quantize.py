@@ -13,13 +13,14 @@ measurable and removes their share of the error).
 
 The formats (integers and scales; the bytes per parameter are fit.QUANTIZED_BYTES_PER_PARAM's):
 - int8: per output row, symmetric (scale = max|w| / 127.5, q in [-128, 127]): the scheme of
-  torchao's `Int8WeightOnlyConfig` (`Int8Tensor.from_hp(w, PerRow())`), bit for bit — the tests
-  check it against torchao when it is installed (the dev extra) — and its weight-only linear (the
+  torchao's `Int8WeightOnlyConfig` (`Int8Tensor.from_hp(w, PerRow())`), bit for bit (checked against torchao 0.18.0 where it is installed:
+  `pip install torchao==0.18.0; pytest tests/engine/conformance/test_quantized.py -k torchao`) — and its weight-only linear (the
   int8 weight cast to the activation's dtype, one mm, the row scales on the output). Written here
   rather than imported: with torchao installed, transformers imports it on every model load
   (`transformers.modeling_utils` -> `quantizer_torchao`), measured +3.3 s of import on this
   machine and four warning lines on stderr (CUDA extensions it cannot load, a pytree
-  deprecation) for users who never quantize; and the plain buffers `.to()`, state dicts and our
+  deprecation) for users who never quantize — so it is no dependency, not even of the dev
+  extra (the suite's one-line-stderr checks would see the warnings); and the plain buffers `.to()`, state dicts and our
   loaders treat like any other tensor.
 - int4: group-wise, symmetric, group 128 along the input (64 / 32 / the whole row when the width
   is not a multiple of 128), scale = max|w| / 7.5 per group (compressed-tensors' symmetric rule),
