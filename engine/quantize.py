@@ -2,26 +2,34 @@
 
 What is quantized: every `nn.Linear` of the network and the fused 3-D expert weights of the MoE
 families transformers runs (Qwen3.5-MoE / Qwen3-Next / DiffusionGemma `*Experts`), except what
-`keeps_full_precision` names. What stays in the compute dtype, and why (measured by
-scripts/measure_quant.py's `--layers` study on the 79M bench checkpoint and the tiny GDN hybrid):
-the token embeddings (a lookup, no matmul to save), the output head (it sets every logit directly;
-quantizing it too multiplied the max |Δlogit| against float32 by about 2x for int8 and 1.5x for
-int4 on the 79M checkpoint, for 4% of its weights), norms (vectors), the MoE routers (not Linear
-modules in these families; a wrong route is a discrete error) and the GDN gates `in_proj_a` /
-`in_proj_b` and `shared_expert_gate` (under 1% of the weights: keeping them costs nothing
-measurable and removes their share of the error).
+`keeps_full_precision` names, which stays in the compute dtype: the token embeddings (a lookup,
+no matmul), norms and biases (vectors), the MoE routers (llada2's `Gate`, transformers'
+`*TopKRouter` are not Linear modules; DiffusionGemma's `router.proj` is kept by name: a wrong
+route is a discrete error), the output head, and the GDN gates `in_proj_a` / `in_proj_b` and
+`shared_expert_gate`. Measured with `scripts/measure_quant.py CKPT --layers` (max |Δlogit| /
+top-1 agreement against float32, teacher-forced on 64 tokens of code):
+- output head, bundled tiny (trained, tied): int4 kept 4.31 / 92.2%, quantized 4.96 / 90.6%;
+  int8 kept 0.28 / 100%, quantized 0.24 / 100%. The 79M bench checkpoint (random weights, logits
+  of std 67) shows no difference beyond its noise (int4 233 / 10.9% vs 242 / 12.5%). Kept in
+  both formats: int4 measurably needs it, and for a tied head (the bundled models) a quantized
+  head would be a second copy of the embedding. An untied head in int8 could be quantized at no
+  measured cost (151,936 x 2048 = 311M parameters at Qwen3-1.7B's shape); not done yet.
+- GDN gates, tiny GDN hybrid (random): int8 17.41 / 95.3% kept, 17.40 / 95.3% quantized; int4
+  89.6 / 42.2% both. No measurable effect either way; kept, as they are under 1% of the weights
+  and feed exponentials (the decay) and sigmoids.
 
 The formats (integers and scales; the bytes per parameter are fit.QUANTIZED_BYTES_PER_PARAM's):
 - int8: per output row, symmetric (scale = max|w| / 127.5, q in [-128, 127]): the scheme of
-  torchao's `Int8WeightOnlyConfig` (`Int8Tensor.from_hp(w, PerRow())`), bit for bit (checked against torchao 0.18.0 where it is installed:
-  `pip install torchao==0.18.0; pytest tests/engine/conformance/test_quantized.py -k torchao`) — and its weight-only linear (the
-  int8 weight cast to the activation's dtype, one mm, the row scales on the output). Written here
-  rather than imported: with torchao installed, transformers imports it on every model load
-  (`transformers.modeling_utils` -> `quantizer_torchao`), measured +3.3 s of import on this
-  machine and four warning lines on stderr (CUDA extensions it cannot load, a pytree
-  deprecation) for users who never quantize — so it is no dependency, not even of the dev
-  extra (the suite's one-line-stderr checks would see the warnings); and the plain buffers `.to()`, state dicts and our
-  loaders treat like any other tensor.
+  torchao's `Int8WeightOnlyConfig` (`Int8Tensor.from_hp(w, PerRow())`), bit for bit (checked
+  against torchao 0.18.0 where it is installed: `pip install torchao==0.18.0`, then
+  `pytest tests/engine/conformance/test_quantized.py -k torchao`), and its weight-only linear
+  (the int8 weight cast to the activation's dtype, one mm, the row scales on the output).
+  Written here rather than imported: with torchao installed, transformers imports it on every
+  model load (`transformers.modeling_utils` -> `quantizer_torchao`), measured +3.3 s of import
+  on this machine and four warning lines on stderr (CUDA extensions it cannot load, a pytree
+  deprecation) for users who never quantize. So it is no dependency, not even of the dev extra
+  (the suite's one-line-stderr checks would see the warnings). Plain buffers also let `.to()`,
+  state dicts and our loaders treat the weight like any other tensor.
 - int4: group-wise, symmetric, group 128 along the input (64 / 32 / the whole row when the width
   is not a multiple of 128), scale = max|w| / 7.5 per group (compressed-tensors' symmetric rule),
   q in [-8, 7] stored as q + 8, two per byte (low nibble = even column), float32 scales. Our own

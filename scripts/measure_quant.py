@@ -16,7 +16,7 @@ Default report, one run:
   unquantized on four prompts, the share of identical ids (position by position) and the first
   position that differs.
 --layers: max |Δlogit| and top-1 agreement against float32, teacher-forced on 64 tokens, with the
-output head kept vs quantized (the 79M checkpoint) and the GDN gates kept vs quantized (a tiny
+output head kept vs quantized (the 79M checkpoint, random; the bundled tiny, trained) and the GDN gates kept vs quantized (a tiny
 GDN hybrid built here).
 """
 from __future__ import annotations
@@ -132,17 +132,17 @@ def layers(path: str, tmp: Path) -> dict:
     from clover_cli.training.tiny import build_tiny_checkpoint
 
     hybrid = build_tiny_checkpoint(tmp / "hybrid", "hybrid", block_size=8, logit_scale=12.0)
-    choices = {"79m": (path, {"head kept (default)": (q.KEEP_NAMES, False),
-                              "head quantized": (q.KEEP_NAMES - {"lm_head"}, True)}),
+    from clover_cli.engine.loader import bundled_tiny_dir
+
+    heads = {"head kept (default)": (q.KEEP_NAMES, False), "head quantized": (q.KEEP_NAMES - {"lm_head"}, True)}
+    choices = {"79m": (path, heads), "tiny (trained)": (str(bundled_tiny_dir()), heads),
                "hybrid": (str(hybrid), {"gates kept (default)": (q.KEEP_NAMES, False),
                                         "gates quantized": (frozenset({"lm_head"}), False)})}
     out = {}
     keep, names0 = q.keeps_full_precision, q.KEEP_NAMES
     for name, (ckpt, cases) in choices.items():
         base = _load(ckpt, "none")
-        g = torch.Generator().manual_seed(1)
-        vocab = base.model.get_output_embeddings().weight.shape[0]
-        x = torch.randint(10, min(4000, vocab), (1, 64), generator=g)
+        x = torch.tensor([base.encode("\n".join(PROMPTS * 4))[:64]])  # every checkpoint here: the bundled tokenizer
         with torch.no_grad():
             ref = base.model(x).logits.float()
         for fmt in ("int8", "int4"):
