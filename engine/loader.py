@@ -208,7 +208,7 @@ def _load_directory(directory: Path, name: str, *, device: Any, dtype: Any,
                     block_size: int | None, native: bool | None = None, quantize: Any = None) -> LoadedModel:
     placement = placement_for(device, dtype, quantize)
     lm = _load_placed(directory, name, placement, block_size=block_size, native=native)
-    lm.extra["placement"] = placement
+    lm.extra.setdefault("placement", placement)
     return lm
 
 
@@ -231,6 +231,8 @@ def _load_placed(directory: Path, name: str, placement: Placement, *, block_size
         raise ModelLoadError(str(exc)) from None
     except ValueError as exc:  # a header that is not safetensors'
         raise ModelLoadError(f"{name}: cannot read the weights: {exc}") from None
+    if raw.get("quantization_config"):  # pre-quantized (engine/prequantized.py): our networks only
+        return _load_prequantized(directory, name, raw, family, placement, native)
     if family.name == "diffusion_gemma":  # transformers' network, our sampler (engine/gemma_load.py)
         return _load_diffusion_gemma(directory, name, raw, family, fields, device, dtype, native, quant)
     if family.name == "llada2":  # no transformers class: our own module (engine/models/llada2.py)
@@ -296,6 +298,27 @@ def _load_diffusion_gemma(directory: Path, name: str, raw: dict, family: Family,
         raise ModelLoadError(f"{name}: {exc}") from None
     lm = _finish(directory, name, raw, family, _quantized(model, quant), device, native)
     lm.extra["gemma_settings"] = settings
+    return lm
+
+
+def _load_prequantized(directory: Path, name: str, raw: dict, family: Family, placement: Placement,
+                       native: bool | None) -> LoadedModel:
+    """A checkpoint quantized before download, on our own network of its family; one line for a
+    family transformers runs."""
+    from .models.qwen import unsupported
+    from .prequantized import describe
+
+    own = {"llada2": "llada2", "llada": "llada1", "dream": "qwen"}.get(family.name)
+    if own is None and _use_native(native) and unsupported(raw, _pick_dtype(placement.dtype, placement.device)) is None:
+        own = "qwen"
+    if own is None:
+        raise ModelLoadError(f"{name}: a pre-quantized checkpoint loads on the engine's own networks only "
+                             "(Qwen3/Qwen2, SDAR, Fast-dLLM v2, Dream, LLaDA, LLaDA2), not on "
+                             f"{family.hf_model_type}; use the full-precision release with --quantize")
+    fmt = describe(raw).weight_format or placement.weight_format
+    lm = _finish(directory, name, raw, family, _load_own(own, directory, name, raw, placement.dtype, placement.device,
+                                                         placement.weight_format), placement.device, native)
+    lm.extra["placement"] = dataclasses.replace(placement, weight_format=fmt)
     return lm
 
 

@@ -100,10 +100,11 @@ def quantize_weight(w: torch.Tensor, fmt: str) -> tuple[torch.Tensor, torch.Tens
 
 
 def dequantize(fmt: str, qweight: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """The weight [..., N, K] in `dtype` that these integers and scales stand for."""
-    if fmt == "int8":
-        return (qweight.to(torch.float32) * scale.to(torch.float32)).to(dtype)
-    q = unpack_int4(qweight)
+    """The weight [..., N, K] in `dtype` that these integers and scales stand for (scales [..., N,
+    groups]: one per row, or per group of K / groups columns)."""
+    q = qweight if fmt == "int8" else unpack_int4(qweight)
+    if scale.shape[-1] == 1:
+        return (q.to(torch.float32) * scale.to(torch.float32)).to(dtype)
     *lead, n, k = q.shape
     groups = scale.shape[-1]
     w = q.reshape(*lead, n, groups, k // groups).to(scale.dtype) * scale[..., None]
@@ -121,14 +122,17 @@ class QuantizedLinear(nn.Module):
     mm, then the row scales, as torchao's weight-only int8 linear)."""
 
     def __init__(self, in_features: int, out_features: int, fmt: str, bias: bool = False,
-                 dtype: torch.dtype = torch.float32, device: Any = None):
+                 dtype: torch.dtype = torch.float32, device: Any = None, groups: int | None = None):
+        """groups: scales per row (default: int8 one, int4 in_features / group_size)."""
         super().__init__()
         self.in_features, self.out_features, self.fmt, self.dtype = in_features, out_features, fmt, dtype
+        if groups is None:
+            groups = 1 if fmt == "int8" else in_features // group_size(in_features)
+        s_shape = (out_features, groups)
         if fmt == "int8":
-            q_shape, s_shape, q_dtype = (out_features, in_features), (out_features, 1), torch.int8
+            q_shape, q_dtype = (out_features, in_features), torch.int8
         else:
-            q_shape, s_shape = (out_features, in_features // 2), (out_features, in_features // group_size(in_features))
-            q_dtype = torch.uint8
+            q_shape, q_dtype = (out_features, in_features // 2), torch.uint8
         self.register_buffer("qweight", torch.empty(q_shape, dtype=q_dtype, device=device))
         self.register_buffer("scale", torch.empty(s_shape, dtype=torch.float32, device=device))
         self.bias = nn.Parameter(torch.empty(out_features, dtype=dtype, device=device),
@@ -154,7 +158,7 @@ class QuantizedLinear(nn.Module):
         return self.bias.dtype if self.bias is not None else self.dtype
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.fmt == "int8":
+        if self.fmt == "int8" and self.scale.shape[-1] == 1:
             y = F.linear(x, self.qweight.to(x.dtype)) * self.scale.reshape(-1).to(x.dtype)
             return y + self.bias if self.bias is not None else y
         return F.linear(x, self.dequantized(x.dtype), self.bias)

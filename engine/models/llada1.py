@@ -167,9 +167,9 @@ def load_llada1(directory: Path, raw: dict[str, Any], dtype: torch.dtype, quanti
     line when a tensor is missing or has the wrong shape. quantize: as load_qwen's."""
     model = LLaDA1(raw, device="meta")
     expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    transform = _quantizer(model, quantize, dtype)
-    state = read_weights(directory, expected, transform=transform)
-    model.load_state_dict(state if transform else {k: v.to(dtype) for k, v in state.items()},
+    transform, reader = _quantizer(model, quantize, dtype, directory, raw)
+    state = read_weights(directory, expected, transform=transform, reader=reader)
+    model.load_state_dict(state if transform or reader else {k: v.to(dtype) for k, v in state.items()},
                           strict=False, assign=True)
     model.inv_freq = _inv_freq(model.c)
     model.generation_config = None

@@ -199,13 +199,15 @@ def load_llada2(directory: Path, raw: dict[str, Any], dtype: torch.dtype, quanti
     with torch.device("meta"):
         model = LLaDA2MoE(raw)
     expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    transform = _quantizer(model, quantize, dtype)
-    state = read_weights(directory, expected, optional=lambda k: k.endswith("expert_bias"), transform=transform)
+    transform, reader = _quantizer(model, quantize, dtype, directory, raw)
+    state = read_weights(directory, expected, optional=lambda k: k.endswith("expert_bias"), transform=transform,
+                         reader=reader)
     model = model.to_empty(device="cpu")
     for name, buf in model.named_buffers():
         if name.endswith("expert_bias") and name not in state:  # a release without router bias
             buf.zero_()
-    model.load_state_dict(state if transform else {k: v.to(dtype) for k, v in state.items()}, strict=False)
+    model.load_state_dict(state if transform or reader else {k: v.to(dtype) for k, v in state.items()},
+                          strict=False)
     model.model.inv_freq = _inv_freq(model.c)  # a buffer to_empty() left uninitialised
     return model.to(dtype).eval()
 
