@@ -209,6 +209,10 @@ def _load_directory(directory: Path, name: str, *, device: Any, dtype: Any,
     placement = placement_for(device, dtype, quantize)
     lm = _load_placed(directory, name, placement, block_size=block_size, native=native)
     lm.extra.setdefault("placement", placement)
+    if lm.placement.weight_format:
+        from .quantize import release_freed_memory
+
+        release_freed_memory()
     return lm
 
 

@@ -171,7 +171,8 @@ def _integers(tensor, prefix: str, leaf: str, pq: Prequantized) -> dict:
         q = (q.contiguous().view(torch.uint8).to(torch.int16) - 128).to(torch.int8)
     if scale.dim() == 1:
         scale = scale[:, None]
-    return {prefix + ".qweight": q.contiguous(), prefix + ".scale": scale.contiguous()}
+    # copies: a view of the file's memory map would keep it mapped (engine/quantize.py tensor_transform)
+    return {prefix + ".qweight": q.clone(), prefix + ".scale": scale.clone()}
 
 
 _NOTICED: list[bool] = []

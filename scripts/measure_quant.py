@@ -8,7 +8,8 @@
 Default report, one run:
 - weights: bytes of the loaded model's parameters and buffers (engine/quantize.py weight_bytes)
   in float32, bfloat16, int8 and int4 (quantized in bfloat16 compute), each against bfloat16;
-  the process's RSS after loading each format alone (a fresh interpreter per format);
+  the process's RSS (and peak) after loading each format alone (float32 compute, a fresh
+  interpreter per format) and one 32-token forward;
 - forward time on the CPU after a 256-token prefix in the KV cache, at 1 query (AR-like) and 32
   queries (a block), float32 vs int8 vs int4 (float32 compute), interleaved: each repetition times
   every format in turn, medians reported;
@@ -50,9 +51,11 @@ def weights(path: str) -> dict:
 
 
 RSS_CODE = """
-import resource, sys
+import resource, sys, torch
 from clover_cli.engine.loader import load_model
 lm = load_model(sys.argv[1], device="cpu", dtype="float32", quantize=sys.argv[2])
+with torch.no_grad():  # every weight touched (an unquantized load leaves them mapped, unread)
+    lm.model(torch.arange(10, 42)[None])
 rss = int(open("/proc/self/statm").read().split()[1]) * 4096
 print(rss, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
 """
@@ -168,6 +171,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--layers", action="store_true")
+    ap.add_argument("--parts", default="weights,rss,forward,ids", help="which of the default report")
     args = ap.parse_args()
     if args.layers:
         import tempfile
@@ -175,9 +179,10 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             print(json.dumps({"layers": layers(args.checkpoint, Path(tmp))}, indent=1))
         return 0
-    report = {"weights": weights(args.checkpoint), "rss": rss(args.checkpoint),
-              "forward_cpu": forward_times(args.checkpoint, args.reps, args.threads),
-              "ids": ids(args.checkpoint, args.tokens)}
+    parts = {"weights": lambda: weights(args.checkpoint), "rss": lambda: rss(args.checkpoint),
+             "forward": lambda: forward_times(args.checkpoint, args.reps, args.threads),
+             "ids": lambda: ids(args.checkpoint, args.tokens)}
+    report = {name: parts[name]() for name in args.parts.split(",")}
     print(json.dumps(report, indent=1))
     return 0
 
