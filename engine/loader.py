@@ -187,21 +187,14 @@ def placement_for(device: Any, dtype: Any, quantize: Any = None) -> Placement:
     if isinstance(device, Placement):
         return device
     text_dtype = None if dtype is None else str(dtype).replace("torch.", "")
-    try:
-        placement = resolve_placement(None if device is None else str(device), text_dtype)
-        return dataclasses.replace(placement, weight_format=_quantize_format(quantize))
-    except PlacementError as exc:
-        raise ModelLoadError(str(exc)) from None
-
-
-def _quantize_format(quantize: Any) -> str:
-    """"" / int8 / int4 from --quantize, else $CLOVER_QUANTIZE (engine/quant_formats.py)."""
     from .quant_formats import QUANTIZE_ENV, QuantizeChoiceError, weight_format
 
     try:
-        return weight_format(quantize if quantize is not None else os.environ.get(QUANTIZE_ENV, ""))
-    except QuantizeChoiceError as exc:
-        raise PlacementError(str(exc)) from None
+        placement = resolve_placement(None if device is None else str(device), text_dtype)
+        fmt = weight_format(quantize if quantize is not None else os.environ.get(QUANTIZE_ENV, ""))
+        return dataclasses.replace(placement, weight_format=fmt)
+    except (PlacementError, QuantizeChoiceError) as exc:
+        raise ModelLoadError(str(exc)) from None
 
 
 def _load_directory(directory: Path, name: str, *, device: Any, dtype: Any,
