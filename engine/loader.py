@@ -305,8 +305,9 @@ def _load_prequantized(directory: Path, name: str, raw: dict, family: Family, pl
     from .models.qwen import unsupported
     from .prequantized import describe
 
-    own = {"llada2": "llada2", "llada": "llada1", "dream": "qwen"}.get(family.name)
-    if own is None and _use_native(native) and unsupported(raw, _pick_dtype(placement.dtype, placement.device)) is None:
+    own = {"llada2": "llada2", "llada": "llada1"}.get(family.name)
+    if own is None and (family.name == "dream" or _use_native(native)) \
+            and unsupported(raw, _pick_dtype(placement.dtype, placement.device)) is None:
         own = "qwen"
     if own is None:
         raise ModelLoadError(f"{name}: a pre-quantized checkpoint loads on the engine's own networks only "
