@@ -66,7 +66,9 @@ def test_a_flag_none_beats_the_environment(monkeypatch):
     assert out["weight_format"] == "float32"
 
 
-def test_bench_reports_the_weight_format():
-    done = clover("bench", "--max-new-tokens", "4", "--quantize", "int4", "--json")
+def test_bench_reports_the_weight_format(tmp_path):
+    prompts = write(tmp_path / "p.json", json.dumps({"code": ["def f():\n"]}))
+    done = clover("bench", "--max-new-tokens", "4", "--quantize", "int4", "--json", "--prompts", str(prompts),
+                  "--thresholds", "0.9")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["placement"]["weight_format"] == "int4"
