@@ -11,7 +11,7 @@ gets its settings from `load_settings`, which merges, later ones winning:
    (`openai:...`, anything with `://`), which would send the prompts and the API key elsewhere,
    unless the user file names the same model. An untrusted repository's file is not even opened;
    a warning names `clover trust`;
-4. the environment: CLOVER_DEVICE and CLOVER_DTYPE;
+4. the environment: CLOVER_DEVICE, CLOVER_DTYPE and CLOVER_QUANTIZE;
 5. the command-line flags.
 
 Each value is checked once, by `CloverConfig.__post_init__`, and a bad value names the file or
@@ -25,6 +25,7 @@ flag it came from. Example file::
                               # default a quarter of free memory; never from a repository)
     device = "auto"           # auto | cpu | cuda | cuda:N | mps; $CLOVER_DEVICE beats the file
     dtype = "auto"            # auto | float32 | bfloat16 | float16; $CLOVER_DTYPE likewise
+    quantize = "none"         # none | int8 | int4 weight-only on load; $CLOVER_QUANTIZE likewise
                               # (device and dtype never from a repository; docs/engine.md "Placement")
 
 Only the standard library and two constant modules (the approval modes from
@@ -44,13 +45,14 @@ from clover_cli.agent.config import APPROVAL_MODES, APPROVAL_ORDER, DEFAULT_APPR
 from clover_cli.engine.config import DEFAULT_THRESHOLD, check_threshold
 from clover_cli.engine.placement import (DEVICE_ENV, DTYPE_ENV, PlacementError, check_device_text,
                                          check_dtype_text)
+from clover_cli.engine.quant_formats import QUANTIZE_ENV, QuantizeChoiceError, check_quantize_text
 from clover_cli.trust import TrustStore, config_home
 
 MAX_CONFIG_BYTES = 256 * 1024
-KEYS = ("model", "approval", "threshold", "test_cmd", "cache_mb", "device", "dtype")
+KEYS = ("model", "approval", "threshold", "test_cmd", "cache_mb", "device", "dtype", "quantize")
 # the machine's resources are the user's to give: a repository's file may not set these
-USER_ONLY = ("cache_mb", "device", "dtype")
-ENV_KEYS = {"device": DEVICE_ENV, "dtype": DTYPE_ENV}  # environment beats the files, flags beat it
+USER_ONLY = ("cache_mb", "device", "dtype", "quantize")
+ENV_KEYS = {"device": DEVICE_ENV, "dtype": DTYPE_ENV, "quantize": QUANTIZE_ENV}  # environment beats the files, flags beat it
 
 
 class ConfigError(ValueError):
@@ -68,6 +70,7 @@ class CloverConfig:
     cache_mb: float | None = None  # None: the engine's default (docs/engine.md, "Prefix reuse")
     device: str = "auto"  # auto | cpu | cuda | cuda:N | mps (docs/engine.md, "Placement")
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
+    quantize: str = "none"  # none | int8 | int4 (docs/engine.md, "Quantized weights")
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -88,7 +91,8 @@ class CloverConfig:
         try:
             object.__setattr__(self, "device", check_device_text(self.device))
             object.__setattr__(self, "dtype", check_dtype_text(self.dtype))
-        except PlacementError as exc:
+            object.__setattr__(self, "quantize", check_quantize_text(self.quantize))
+        except (PlacementError, QuantizeChoiceError) as exc:
             raise ConfigError(str(exc)) from None
 
 

@@ -5,8 +5,9 @@ authors trained on: SDAR's says `"attn_implementation": "flex_attention"`, which
 process on the first CPU forward (a double free, no error line). Those choices are the engine's,
 made for the device it runs on; the checkpoint's values are dropped here, never forwarded.
 Keys that would run checkpoint code (`auto_map`) are dropped too: nothing in a checkpoint runs.
-A quantized checkpoint (`quantization_config`) is refused with one line: the engine has no
-quantized kernels, and loading the packed tensors as plain ones would be silent garbage.
+A quantized checkpoint (`quantization_config`) loads when engine/prequantized.py reads its format
+(compressed-tensors W4A16 / W8A16, FP8) and is refused with one line naming those otherwise:
+loading packed tensors as plain ones would be silent garbage.
 """
 from __future__ import annotations
 
@@ -38,11 +39,12 @@ def engine_attention(device: Any) -> str:
 
 def clean_config(raw: dict[str, Any]) -> dict[str, Any]:
     """The fields of a raw config.json that describe the network; raises ConfigError for a
-    quantized checkpoint."""
-    quant = raw.get("quantization_config")
-    if quant:
-        method = quant.get("quant_method", "unknown") if isinstance(quant, dict) else "unknown"
-        raise ConfigError(f"the checkpoint is quantized (quant_method {method!r}); the engine runs "
-                          "unquantized safetensors only — use the full-precision release")
+    quantized checkpoint of a format the engine does not load (engine/prequantized.py)."""
+    from .prequantized import PrequantizedError, describe
+
+    try:
+        describe(raw)
+    except PrequantizedError as exc:
+        raise ConfigError(str(exc)) from None
     return {k: v for k, v in raw.items()
             if k not in ENGINE_DECIDES and k not in PROVENANCE and k != "quantization_config"}

@@ -27,9 +27,14 @@ RUNTIME_BYTES = {"cuda": 600 << 20, "mps": 400 << 20, "cpu": 300 << 20}  # CUDA 
 _FLOAT = {"F64", "F32", "F16", "BF16"}
 _STORED_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "U32": 4, "I16": 2,
                  "U16": 2, "I8": 1, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
-# Quantized weight formats a fit message may name, as bytes per parameter including scales
-# (weight-only, group size 128 with bfloat16 scales). Filled in by the formats the engine loads.
-QUANTIZED_BYTES_PER_PARAM: dict[str, float] = {}
+# Quantized weight formats a fit message may name, as bytes per parameter of a quantized matrix
+# including its float32 scales (engine/quantize.py): int8 one scale per row (<= 4/128 bytes for a
+# row of 128+), int4 one per group of 128. The rest (embeddings, output head, norms) stays in the
+# compute dtype.
+QUANTIZED_BYTES_PER_PARAM: dict[str, float] = {"int8": 1.0 + 4 / 128, "int4": 0.5 + 4 / 128}
+# tensors that stay in the compute dtype under --quantize: embeddings and output heads by name,
+# and every vector (norms, biases)
+_UNQUANTIZED_NAMES = ("embed", "lm_head", "wte", "word_embeddings", "transformer.ff_out", "router", "gate.")
 
 
 class FitError(PlacementError):
@@ -42,12 +47,15 @@ class WeightSize:
 
     params: int  # elements of floating-point tensors (re-cast to the compute dtype)
     fixed_bytes: int  # bytes of tensors kept as stored (integer / packed / FP8)
+    matrix_params: int = 0  # of params, those --quantize quantizes (matrices but embeddings / heads)
 
     def bytes_in(self, dtype: str) -> int:
         return self.params * DTYPE_BYTES[dtype] + self.fixed_bytes
 
-    def bytes_quantized(self, fmt: str) -> int:
-        return int(self.params * QUANTIZED_BYTES_PER_PARAM[fmt]) + self.fixed_bytes
+    def bytes_quantized(self, fmt: str, dtype: str = "bfloat16") -> int:
+        """Quantized matrices in `fmt`, the rest in the compute `dtype`."""
+        rest = (self.params - self.matrix_params) * DTYPE_BYTES.get(dtype, 2)
+        return int(self.matrix_params * QUANTIZED_BYTES_PER_PARAM[fmt]) + rest + self.fixed_bytes
 
 
 def _header(path: Path) -> dict:
@@ -77,7 +85,7 @@ def _weight_files(directory: Path) -> list[Path]:
 
 def weight_size(directory: Path) -> WeightSize:
     """Sum the tensors named in a checkpoint's safetensors headers; ValueError for a bad header."""
-    params = fixed = 0
+    params = fixed = matrix = 0
     for path in _weight_files(Path(directory)):
         try:
             header = _header(path)
@@ -92,9 +100,11 @@ def weight_size(directory: Path) -> WeightSize:
             kind = str(info.get("dtype", ""))
             if kind in _FLOAT:
                 params += count
+                if len(info.get("shape", ())) >= 2 and not any(n in name for n in _UNQUANTIZED_NAMES):
+                    matrix += count
             else:
                 fixed += count * _STORED_BYTES.get(kind, 1)
-    return WeightSize(params, fixed)
+    return WeightSize(params, fixed, matrix)
 
 
 def _text(raw: dict) -> dict:
@@ -187,7 +197,7 @@ def _alternatives(size: WeightSize, raw: dict, placement: Placement, machine: Ma
             alt = Placement(placement.device, dtype, placement.device_name)
             options.append((f"--dtype {dtype}", alt, size.bytes_in(dtype)))
     for fmt in QUANTIZED_BYTES_PER_PARAM:
-        options.append((f"--quantize {fmt}", placement, size.bytes_quantized(fmt)))
+        options.append((f"--quantize {fmt}", placement, size.bytes_quantized(fmt, placement.dtype)))
     devices = [(f"cuda:{g.index}", g.name) for g in machine.cuda] + ([("mps", "Apple MPS")] if machine.mps else [])
     for name, label in devices + [("cpu", "CPU")]:
         if name == placement.device:
@@ -211,7 +221,7 @@ def check_fit(directory: Path, raw: dict, placement: Placement, machine: Machine
     """Raise FitError (one line) when the checkpoint in `placement` does not fit its device's free
     memory; returns the bytes needed. Unknown free memory passes (nothing to compare with)."""
     size = size or weight_size(directory)
-    weights = (size.bytes_quantized(placement.weight_format) if placement.weight_format
+    weights = (size.bytes_quantized(placement.weight_format, placement.dtype) if placement.weight_format
                in QUANTIZED_BYTES_PER_PARAM else size.bytes_in(placement.dtype))
     need = weights + engine_bytes(raw, placement)
     free = free_bytes(placement.device, machine)

@@ -10,6 +10,7 @@ ModelLoadError whose message is one line.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import json
 import os
@@ -203,29 +204,38 @@ def _pick_dtype(dtype: Any, device: Any):
     return torch.bfloat16 if str(device).startswith("cuda") else torch.float32
 
 
-def placement_for(device: Any, dtype: Any) -> Placement:
-    """The Placement of a device / dtype choice (strings, torch objects or None: the environment,
-    else auto; engine/placement.py); ModelLoadError (one line) when this machine cannot honour it."""
+def placement_for(device: Any, dtype: Any, quantize: Any = None) -> Placement:
+    """The Placement of a device / dtype / quantize choice (strings, torch objects or None: the
+    environment, else auto / none; engine/placement.py, engine/quantize.py); ModelLoadError (one
+    line) when this machine cannot honour it."""
     if isinstance(device, Placement):
         return device
     text_dtype = None if dtype is None else str(dtype).replace("torch.", "")
+    from .quant_formats import QUANTIZE_ENV, QuantizeChoiceError, weight_format
+
     try:
-        return resolve_placement(None if device is None else str(device), text_dtype)
-    except PlacementError as exc:
+        placement = resolve_placement(None if device is None else str(device), text_dtype)
+        fmt = weight_format(quantize if quantize is not None else os.environ.get(QUANTIZE_ENV, ""))
+        return dataclasses.replace(placement, weight_format=fmt)
+    except (PlacementError, QuantizeChoiceError) as exc:
         raise ModelLoadError(str(exc)) from None
 
 
 def _load_directory(directory: Path, name: str, *, device: Any, dtype: Any,
-                    block_size: int | None, native: bool | None = None) -> LoadedModel:
-    placement = placement_for(device, dtype)
+                    block_size: int | None, native: bool | None = None, quantize: Any = None) -> LoadedModel:
+    placement = placement_for(device, dtype, quantize)
     lm = _load_placed(directory, name, placement, block_size=block_size, native=native)
-    lm.extra["placement"] = placement
+    lm.extra.setdefault("placement", placement)
+    if lm.placement.weight_format:
+        from .quantize import release_freed_memory
+
+        release_freed_memory()
     return lm
 
 
 def _load_placed(directory: Path, name: str, placement: Placement, *, block_size: int | None,
                  native: bool | None) -> LoadedModel:
-    device, dtype = placement.device, placement.dtype
+    device, dtype, quant = placement.device, placement.dtype, placement.weight_format
     raw = _read_config(directory)
     try:
         family = detect_family(raw, block_size=block_size)
@@ -242,13 +252,15 @@ def _load_placed(directory: Path, name: str, placement: Placement, *, block_size
         raise ModelLoadError(str(exc)) from None
     except ValueError as exc:  # a header that is not safetensors'
         raise ModelLoadError(f"{name}: cannot read the weights: {exc}") from None
+    if raw.get("quantization_config"):  # pre-quantized (engine/prequantized.py): our networks only
+        return _load_prequantized(directory, name, raw, family, placement, native)
     if family.name == "diffusion_gemma":  # transformers' network, our sampler (engine/gemma_load.py)
-        return _load_diffusion_gemma(directory, name, raw, family, fields, device, dtype, native)
+        return _load_diffusion_gemma(directory, name, raw, family, fields, device, dtype, native, quant)
     if family.name == "llada2":  # no transformers class: our own module (engine/models/llada2.py)
-        return _finish(directory, name, raw, family, _load_own("llada2", directory, name, raw, dtype, device),
+        return _finish(directory, name, raw, family, _load_own("llada2", directory, name, raw, dtype, device, quant),
                        device, native)
     if family.name == "llada":  # LLaDA 1.x: our own module (engine/models/llada1.py)
-        return _finish(directory, name, raw, family, _load_own("llada1", directory, name, raw, dtype, device),
+        return _finish(directory, name, raw, family, _load_own("llada1", directory, name, raw, dtype, device, quant),
                        device, native)
     if family.name == "dream":  # Qwen2-shaped, bidirectional: engine/models/qwen.py, never transformers
         from .models.qwen import unsupported
@@ -256,14 +268,14 @@ def _load_placed(directory: Path, name: str, placement: Placement, *, block_size
         why = unsupported(raw, _pick_dtype(dtype, device))
         if why is not None:
             raise ModelLoadError(f"{name}: this Dream checkpoint is not supported ({why})")
-        return _finish(directory, name, raw, family, _load_own("qwen", directory, name, raw, dtype, device),
+        return _finish(directory, name, raw, family, _load_own("qwen", directory, name, raw, dtype, device, quant),
                        device, native)
     if _use_native(native):
         from .models.qwen import unsupported
 
         if unsupported(raw, _pick_dtype(dtype, device)) is None:  # engine/models/qwen.py
             return _finish(directory, name, raw, family,
-                           _load_own("qwen", directory, name, raw, dtype, device), device, native)
+                           _load_own("qwen", directory, name, raw, dtype, device, quant), device, native)
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -293,11 +305,11 @@ def _load_placed(directory: Path, name: str, placement: Placement, *, block_size
         problems.append(f"shape mismatch ({len(mismatched)}, e.g. {first[0] if isinstance(first, tuple) else first})")
     if problems:
         raise ModelLoadError(f"{name}: checkpoint does not match its config: " + "; ".join(problems))
-    return _finish(directory, name, raw, family, model, device, native)
+    return _finish(directory, name, raw, family, _quantized(model, quant), device, native)
 
 
 def _load_diffusion_gemma(directory: Path, name: str, raw: dict, family: Family, fields: dict,
-                          device: Any, dtype: Any, native: bool | None) -> LoadedModel:
+                          device: Any, dtype: Any, native: bool | None, quant: str = "") -> LoadedModel:
     from .gemma_load import load_diffusion_gemma
 
     try:
@@ -305,12 +317,43 @@ def _load_diffusion_gemma(directory: Path, name: str, raw: dict, family: Family,
                                                engine_attention(device), _quiet_transformers)
     except ValueError as exc:
         raise ModelLoadError(f"{name}: {exc}") from None
-    lm = _finish(directory, name, raw, family, model, device, native)
+    lm = _finish(directory, name, raw, family, _quantized(model, quant), device, native)
     lm.extra["gemma_settings"] = settings
     return lm
 
 
-def _load_own(module: str, directory: Path, name: str, raw: dict, dtype: Any, device: Any):
+def _load_prequantized(directory: Path, name: str, raw: dict, family: Family, placement: Placement,
+                       native: bool | None) -> LoadedModel:
+    """A checkpoint quantized before download, on our own network of its family; one line for a
+    family transformers runs."""
+    from .models.qwen import unsupported
+    from .prequantized import describe
+
+    own = {"llada2": "llada2", "llada": "llada1"}.get(family.name)
+    if own is None and (family.name == "dream" or _use_native(native)) \
+            and unsupported(raw, _pick_dtype(placement.dtype, placement.device)) is None:
+        own = "qwen"
+    if own is None:
+        raise ModelLoadError(f"{name}: a pre-quantized checkpoint loads on the engine's own networks only "
+                             "(Qwen3/Qwen2, SDAR, Fast-dLLM v2, Dream, LLaDA, LLaDA2), not on "
+                             f"{family.hf_model_type}; use the full-precision release with --quantize")
+    fmt = describe(raw).weight_format or placement.weight_format
+    lm = _finish(directory, name, raw, family, _load_own(own, directory, name, raw, placement.dtype, placement.device,
+                                                         placement.weight_format), placement.device, native)
+    lm.extra["placement"] = dataclasses.replace(placement, weight_format=fmt)
+    return lm
+
+
+def _quantized(model: Any, quant: str) -> Any:
+    """A network transformers built, quantized module by module (engine/quantize.py)."""
+    if quant:
+        from .quantize import quantize_model
+
+        quantize_model(model, quant)
+    return model
+
+
+def _load_own(module: str, directory: Path, name: str, raw: dict, dtype: Any, device: Any, quant: str = ""):
     """A network written here (engine/models/qwen.py or llada2.py) with its weights; one
     ModelLoadError line for weights that do not fit the config or cannot be read."""
     unsupported: Any = ()  # catches nothing
@@ -321,7 +364,7 @@ def _load_own(module: str, directory: Path, name: str, raw: dict, dtype: Any, de
     else:
         from .models.llada2 import UnsupportedConfig as unsupported, load_llada2 as load
     try:
-        return load(directory, raw, _pick_dtype(dtype, device))
+        return load(directory, raw, _pick_dtype(dtype, device), **({"quantize": quant} if quant else {}))
     except unsupported as exc:  # a config key it does not implement (rope_scaling, router)
         raise ModelLoadError(f"{name}: {_one_line(exc)}") from None
     except (ValueError, KeyError, TypeError) as exc:
@@ -346,7 +389,7 @@ def _finish(directory: Path, name: str, raw: dict, family: Family, model: Any,
                                           or _text_config(raw).get("max_position_embeddings") or 4096))
 
 
-def _load_gguf(path: Path, name: str, *, device: Any, dtype: Any, native: bool | None = None) -> LoadedModel:
+def _load_gguf(path: Path, name: str, *, placement: Placement, native: bool | None = None) -> LoadedModel:
     """A GGUF through its converted copy in Clover's cache (engine/gguf_cache.py), loaded as a
     checkpoint directory; converted in memory when the cache cannot be written. A cached copy
     that does not load is converted again, once."""
@@ -355,13 +398,15 @@ def _load_gguf(path: Path, name: str, *, device: Any, dtype: Any, native: bool |
     got = gguf_cache.converted(path, name)
     if isinstance(got, Path):
         try:
-            return _load_directory(got, name, device=device, dtype=dtype, block_size=None, native=native)
+            return _load_directory(got, name, device=placement, dtype=None, block_size=None, native=native)
         except ModelLoadError as exc:
             gguf_cache.discard(got, name, str(exc))
             got = gguf_cache.converted(path, name)
     if isinstance(got, Path):
-        return _load_directory(got, name, device=device, dtype=dtype, block_size=None, native=native)
-    return _gguf_in_memory(path, name, *got, device=device, dtype=dtype)
+        return _load_directory(got, name, device=placement, dtype=None, block_size=None, native=native)
+    lm = _gguf_in_memory(path, name, *got, device=placement.device, dtype=placement.dtype)
+    _quantized(lm.model, placement.weight_format)
+    return lm
 
 
 def _gguf_in_memory(path: Path, name: str, model: Any, tokenizer: Any, *, device: Any,
@@ -379,7 +424,7 @@ def _gguf_in_memory(path: Path, name: str, model: Any, tokenizer: Any, *, device
 
 def load_model(spec: str | ModelSpec | None, *, device: Any = None, dtype: Any = None,
                block_size: int | None = None, offline: bool = False,
-               native: bool | None = None) -> LoadedModel:
+               native: bool | None = None, quantize: str | None = None) -> LoadedModel:
     """Load an in-process model from a spec string; raises ModelLoadError (one line).
 
     When transformers loads, its "Loading weights" progress bar is off and its log shows errors
@@ -392,14 +437,16 @@ def load_model(spec: str | ModelSpec | None, *, device: Any = None, dtype: Any =
     device / dtype: `auto`, `cpu`, `cuda[:N]`, `mps` / `auto`, `float32`, `bfloat16`, `float16`
     (or torch objects); None: $CLOVER_DEVICE / $CLOVER_DTYPE, else auto (engine/placement.py).
     A checkpoint whose weights do not fit the device's free memory is refused before any tensor
-    is read (engine/fit.py)."""
+    is read (engine/fit.py). quantize: `int8` / `int4` weight-only, or none; None: $CLOVER_QUANTIZE,
+    else none (engine/quantize.py)."""
     with contextlib.redirect_stdout(sys.stderr):
         return _load_spec(spec, device=device, dtype=dtype, block_size=block_size,
-                          offline=offline, native=native)
+                          offline=offline, native=native, quantize=quantize)
 
 
 def _load_spec(spec: str | ModelSpec | None, *, device: Any, dtype: Any,
-               block_size: int | None, offline: bool, native: bool | None = None) -> LoadedModel:
+               block_size: int | None, offline: bool, native: bool | None = None,
+               quantize: str | None = None) -> LoadedModel:
     try:
         parsed = spec if isinstance(spec, ModelSpec) else parse_spec(spec)
     except SpecError as exc:
@@ -409,20 +456,19 @@ def _load_spec(spec: str | ModelSpec | None, *, device: Any, dtype: Any,
         if not (directory / "config.json").is_file():
             raise ModelLoadError(f"the bundled tiny model is missing ({directory}); reinstall clover-cli")
         return _load_directory(directory, "tiny", device=device, dtype=dtype, block_size=block_size,
-                               native=native)
+                               native=native, quantize=quantize)
     if parsed.kind == "dir":
         directory = Path(parsed.value)
         return _load_directory(directory, directory.name, device=device, dtype=dtype,
-                               block_size=block_size, native=native)
+                               block_size=block_size, native=native, quantize=quantize)
     if parsed.kind == "hf":
-        placement = placement_for(device, dtype)
+        placement = placement_for(device, dtype, quantize)
         directory = resolve_hf_cache(parsed.value, offline=offline, placement=placement)
         return _load_directory(directory, f"hf:{parsed.value}", device=placement, dtype=None,
                                block_size=block_size, native=native)
     if parsed.kind == "smollm2":
-        placement = placement_for(device, dtype)
-        lm = _load_gguf(smollm2_gguf(), "smollm2", device=placement.device, dtype=placement.dtype,
-                        native=native)
+        placement = placement_for(device, dtype, quantize)
+        lm = _load_gguf(smollm2_gguf(), "smollm2", placement=placement, native=native)
         lm.extra["placement"] = placement
         return lm
     raise ModelLoadError(f"{parsed}: not an in-process model spec (the agent handles {parsed.kind}:)")

@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from clover_cli.commands.options import DEVICE_HELP, DTYPE_HELP
+from clover_cli.commands.options import DEVICE_HELP, DTYPE_HELP, QUANTIZE_HELP
 
 
 @click.command("acp")
@@ -25,7 +25,8 @@ from clover_cli.commands.options import DEVICE_HELP, DTYPE_HELP
               help="MiB kept for earlier requests' caches (prefix reuse; 0: off; default: a quarter of free memory).")
 @click.option("--device", default=None, metavar="DEVICE", help=DEVICE_HELP)
 @click.option("--dtype", default=None, metavar="DTYPE", help=DTYPE_HELP)
-def acp(model, approval, threshold, api_key_env, context_window, cache_mb, device, dtype) -> None:
+@click.option("--quantize", default=None, metavar="FORMAT", help=QUANTIZE_HELP)
+def acp(model, approval, threshold, api_key_env, context_window, cache_mb, device, dtype, quantize) -> None:
     """Serve the agent over ACP (JSON-RPC on stdio) until the editor closes the connection."""
     import asyncio
     import os
@@ -34,7 +35,7 @@ def acp(model, approval, threshold, api_key_env, context_window, cache_mb, devic
     from clover_cli.config import ConfigError, load_settings
 
     try:
-        settings = load_settings(None, {"device": device, "dtype": dtype})  # the user's file only
+        settings = load_settings(None, {"device": device, "dtype": dtype, "quantize": quantize})  # the user's file only
     except ConfigError as e:
         click.echo(f"clover acp: error: {e}", err=True)
         sys.exit(2)

@@ -51,7 +51,8 @@ def fix(ctx: click.Context, test, test_cmd, attempts, max_steps, max_new_tokens,
     if root.is_dir():
         try:  # the one settings loader: the user's file, and the repository's only when trusted
             settings = load_settings(root, dict(model=model, test_cmd=test_cmd, cache_mb=line.cache_mb,
-                                                device=line.device, dtype=line.dtype),
+                                                device=line.device, dtype=line.dtype,
+                                                quantize=line.quantize),
                                      needed=("model", "test_cmd"))
         except ConfigError as exc:
             _fail(str(exc))
@@ -60,6 +61,7 @@ def fix(ctx: click.Context, test, test_cmd, attempts, max_steps, max_new_tokens,
         model, test_cmd = settings.config.model, settings.config.test_cmd
         line.cache_mb = settings.config.cache_mb
         line.device, line.dtype = settings.config.device, settings.config.dtype
+        line.quantize = settings.config.quantize
     try:
         spec = parse_spec(model)
         opts = FixOptions(test=test, root=root, test_cmd=test_cmd, attempts=attempts,
@@ -72,7 +74,8 @@ def fix(ctx: click.Context, test, test_cmd, attempts, max_steps, max_new_tokens,
         from clover_cli.agent.backends import make_backend as make
 
         # the typed spec parsed above: never turned back into a string
-        placement = {k: v for k, v in (("device", line.device), ("dtype", line.dtype)) if v and v != "auto"}
+        placement = {k: v for k, v in (("device", line.device), ("dtype", line.dtype),
+                                        ("quantize", line.quantize)) if v and v != "auto"}
         return make(spec, **({"cache_mb": line.cache_mb} if line.cache_mb is not None else {}), **placement)
 
     log = sys.stderr

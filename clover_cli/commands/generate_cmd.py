@@ -45,9 +45,9 @@ def placement_choice() -> dict:
 
     ctx = click.get_current_context(silent=True)
     line = command_line(ctx) if ctx is not None else None
-    flags = {"device": getattr(line, "device", None), "dtype": getattr(line, "dtype", None)}
+    flags = {k: getattr(line, k, None) for k in ("device", "dtype", "quantize")}
     try:
-        return placement_of(load_settings(None, flags, needed=("device", "dtype")))
+        return placement_of(load_settings(None, flags, needed=("device", "dtype", "quantize")))
     except ConfigError as exc:
         click.echo(f"clover: error: {exc}", err=True)
         sys.exit(2)

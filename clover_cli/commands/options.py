@@ -38,6 +38,7 @@ class CommandLine:
     diffusion_mode: str | None = None
     device: str | None = None
     dtype: str | None = None
+    quantize: str | None = None
     continue_: bool = False
     session_id: str | None = None
 
@@ -47,8 +48,8 @@ class CommandLine:
 
     def flags(self, *keys: str) -> dict[str, Any]:
         """The settings flags for `load_settings` (model, approval, threshold, cache_mb, device,
-        dtype; None: not given)."""
-        keys = keys or ("model", "approval", "threshold", "cache_mb", "device", "dtype")
+        dtype, quantize; None: not given)."""
+        keys = keys or ("model", "approval", "threshold", "cache_mb", "device", "dtype", "quantize")
         return {key: getattr(self, key) for key in keys}
 
 
@@ -126,9 +127,17 @@ DTYPE_HELP = ("Compute precision: auto (bfloat16 on CUDA, float16 on MPS, float3
               "bfloat16 or float16 (default: `dtype` in your config, else $CLOVER_DTYPE, else auto).")
 
 
+QUANTIZE_HELP = ("Quantize the weights on load: int8 or int4 (weight-only; embeddings, output head and "
+                 "norms stay in the compute dtype), or none (default: `quantize` in your config, else "
+                 "$CLOVER_QUANTIZE, else none). On the CPU both are slower than float32 (the weights "
+                 "are dequantized every matmul): they save memory, not time (docs/engine.md).")
+
+
 def placement_options() -> Callable:
-    """--device and --dtype (checked once, by the settings loader; docs/engine.md "Placement")."""
+    """--device, --dtype and --quantize (checked once, by the settings loader; docs/engine.md
+    "Placement", "Quantized weights")."""
     def decorate(f: Callable) -> Callable:
+        f = _shared("--quantize", field="quantize", metavar="FORMAT", help=QUANTIZE_HELP)(f)
         f = _shared("--dtype", field="dtype", metavar="DTYPE", help=DTYPE_HELP)(f)
         return _shared("--device", field="device", metavar="DEVICE", help=DEVICE_HELP)(f)
 
@@ -136,10 +145,12 @@ def placement_options() -> Callable:
 
 
 def placement_of(settings) -> dict[str, str]:
-    """The engine backend's device / dtype options from resolved settings (`auto` left out, so a
-    remote or scripted model never sees them)."""
+    """The engine backend's device / dtype / quantize options from resolved settings (`auto` left
+    out; quantize always, so a flag's `none` beats $CLOVER_QUANTIZE; make_backend gives them to
+    the in-process engine only)."""
     cfg = settings.config
-    return {k: v for k, v in (("device", cfg.device), ("dtype", cfg.dtype)) if v != "auto"}
+    chosen = {k: v for k, v in (("device", cfg.device), ("dtype", cfg.dtype)) if v != "auto"}
+    return {**chosen, "quantize": getattr(cfg, "quantize", "none")}
 
 
 def max_steps_option() -> Callable:

@@ -113,7 +113,8 @@ def swebench(ctx: click.Context, instances, output, redo, evaluate, max_steps, m
         from clover_cli.agent.backends import make_backend
 
         line = command_line(ctx)  # the spec parsed above, never re-parsed from its text
-        placement = {k: v for k, v in (("device", line.device), ("dtype", line.dtype)) if v and v != "auto"}
+        placement = {k: v for k, v in (("device", line.device), ("dtype", line.dtype),
+                                        ("quantize", line.quantize)) if v and v != "auto"}
         return make_backend(spec, **({"cache_mb": line.cache_mb} if line.cache_mb is not None else {}),
                             **placement)
 

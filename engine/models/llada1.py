@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .qwen import Embedding, Linear, RMSNorm, _rotate_half
+from .qwen import Embedding, Linear, RMSNorm, _quantizer, _rotate_half
 from .state import ModelConfig, OwnNetwork
 from .weights import read_weights
 
@@ -162,13 +162,15 @@ def _inv_freq(c: SimpleNamespace) -> torch.Tensor:
     return 1.0 / (c.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float32, device="cpu") / d))
 
 
-def load_llada1(directory: Path, raw: dict[str, Any], dtype: torch.dtype) -> LLaDA1:
+def load_llada1(directory: Path, raw: dict[str, Any], dtype: torch.dtype, quantize: str = "") -> LLaDA1:
     """Build the network from config.json and load its safetensors; raises ValueError with one
-    line when a tensor is missing or has the wrong shape."""
+    line when a tensor is missing or has the wrong shape. quantize: as load_qwen's."""
     model = LLaDA1(raw, device="meta")
     expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    state = read_weights(directory, expected)
-    model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=False, assign=True)
+    transform, reader = _quantizer(model, quantize, dtype, directory, raw)
+    state = read_weights(directory, expected, transform=transform, reader=reader)
+    model.load_state_dict(state if transform or reader else {k: v.to(dtype) for k, v in state.items()},
+                          strict=False, assign=True)
     model.inv_freq = _inv_freq(model.c)
     model.generation_config = None
     for p in model.parameters():

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .qwen import MLP, RMSNorm, _rotate_half  # the same pieces as Qwen's
+from .qwen import MLP, RMSNorm, _quantizer, _rotate_half  # the same pieces as Qwen's
 from .state import ModelConfig, OwnNetwork
 from .weights import read_weights
 
@@ -198,18 +198,22 @@ def _defaults(raw: dict[str, Any]) -> dict[str, Any]:
     return c
 
 
-def load_llada2(directory: Path, raw: dict[str, Any], dtype: torch.dtype):
+def load_llada2(directory: Path, raw: dict[str, Any], dtype: torch.dtype, quantize: str = ""):
     """Build the network from config.json and load its safetensors; raises ValueError with one
-    line when a tensor is missing or has the wrong shape."""
+    line when a tensor is missing or has the wrong shape. quantize: as load_qwen's (the experts
+    are Linear modules here, so they are quantized too)."""
     with torch.device("meta"):
         model = LLaDA2MoE(raw)
     expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    state = read_weights(directory, expected, optional=lambda k: k.endswith("expert_bias"))
+    transform, reader = _quantizer(model, quantize, dtype, directory, raw)
+    state = read_weights(directory, expected, optional=lambda k: k.endswith("expert_bias"), transform=transform,
+                         reader=reader)
     model = model.to_empty(device="cpu")
     for name, buf in model.named_buffers():
         if name.endswith("expert_bias") and name not in state:  # a release without router bias
             buf.zero_()
-    model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=False)
+    model.load_state_dict(state if transform or reader else {k: v.to(dtype) for k, v in state.items()},
+                          strict=False)
     model.model.inv_freq = _inv_freq(model.c)  # a buffer to_empty() left uninitialised
     return model.to(dtype).eval()
 

@@ -60,8 +60,6 @@ def unsupported(raw: dict[str, Any], dtype: torch.dtype) -> str | None:
         return f"model_type {raw.get('model_type')!r}"
     if dtype not in DTYPES:
         return f"dtype {dtype}"
-    if raw.get("quantization_config"):
-        return "quantized"
     for key in ("rope_scaling", "rope_parameters"):
         rope = raw.get(key)
         if rope is not None and (not isinstance(rope, dict)
@@ -283,17 +281,19 @@ def _inv_freq(c: SimpleNamespace) -> torch.Tensor:
     return 1.0 / (c.rope_theta ** (torch.arange(0, d, 2, dtype=torch.int64, device="cpu").float() / d))
 
 
-def load_qwen(directory: Path, raw: dict[str, Any], dtype: torch.dtype) -> QwenForCausalLM:
+def load_qwen(directory: Path, raw: dict[str, Any], dtype: torch.dtype, quantize: str = "") -> QwenForCausalLM:
     """Build the network from config.json and load its safetensors; raises ValueError with one
-    line when a tensor is missing or has the wrong shape."""
+    line when a tensor is missing or has the wrong shape. quantize: int8 / int4, each Linear as
+    its weight is read (engine/quantize.py)."""
     # meta tensors as factory arguments, not torch.device("meta") as a context: under that
     # mode factory calls go through torch._refs, which imports torch._dynamo (seconds of startup)
     model = QwenForCausalLM(raw, device="meta")
     tied = model.c.tie_word_embeddings
     expected = {k: tuple(v.shape) for k, v in model.state_dict().items()
                 if not (tied and k == "lm_head.weight")}
-    state = read_weights(directory, expected)
-    model.load_state_dict(_converted(state, dtype), strict=False, assign=True)
+    transform, reader = _quantizer(model, quantize, dtype, directory, raw)
+    state = read_weights(directory, expected, transform=transform, reader=reader)
+    model.load_state_dict(state if transform or reader else _converted(state, dtype), strict=False, assign=True)
     if tied:
         model.lm_head.weight = model.model.embed_tokens.weight
     model.inv_freq = _inv_freq(model.c)  # float32, as transformers keeps it whatever the dtype
@@ -301,6 +301,21 @@ def load_qwen(directory: Path, raw: dict[str, Any], dtype: torch.dtype) -> QwenF
     for p in model.parameters():
         p.requires_grad_(False)
     return model.eval()
+
+
+def _quantizer(model: nn.Module, quantize: str, dtype: torch.dtype, directory: Path, raw: dict):
+    """read_weights' per-tensor transform and reader for `quantize` and a pre-quantized
+    checkpoint ((None, None): neither); swaps the meta network's Linear modules for quantized
+    ones first (engine/quantize.py, engine/prequantized.py)."""
+    if raw.get("quantization_config"):
+        from ..prequantized import prepare
+
+        return prepare(model, directory, raw, quantize, dtype)
+    if not quantize:
+        return None, None
+    from ..quantize import prepare_meta, tensor_transform
+
+    return tensor_transform(prepare_meta(model, quantize, dtype), quantize, dtype), None
 
 
 def _converted(state: dict[str, torch.Tensor], dtype: torch.dtype) -> dict[str, torch.Tensor]:

@@ -3,29 +3,46 @@ network expects, by name, with one-line errors for what is missing or misshaped.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
 
 def read_weights(directory: Path, expected: dict[str, tuple[int, ...]],
-                 optional: Callable[[str], bool] = lambda key: False) -> dict[str, torch.Tensor]:
+                 optional: Callable[[str], bool] = lambda key: False,
+                 transform: Callable[[str, torch.Tensor], dict[str, torch.Tensor]] | None = None,
+                 reader: Callable[[], Iterator[tuple[str, tuple, Callable]]] | None = None,
+                 ) -> dict[str, torch.Tensor]:
     """The tensors named in `expected` (name -> shape) from every *.safetensors file in
     `directory`; others are skipped. ValueError (one line) when one that is not `optional` is
-    missing, or one has another shape than the config gives."""
+    missing, or one has another shape than the config gives. transform: applied to each tensor
+    as it is read (engine/quantize.py quantizes there), its dict kept instead. reader: yields
+    (name, shape, get) instead of the plain safetensors (engine/prequantized.py); a get() that
+    returns a dict gives tensors already in their loaded form."""
+    state: dict[str, torch.Tensor] = {}
+    found: set[str] = set()
+    for key, shape, get in (reader or (lambda: _plain(directory)))():
+        if key not in expected:
+            continue
+        if tuple(shape) != expected[key]:
+            raise ValueError(f"shape mismatch (e.g. {key}: {tuple(shape)} in the checkpoint, "
+                             f"{expected[key]} from config.json)")
+        found.add(key)
+        value = get()
+        if isinstance(value, dict):
+            state.update(value)
+        else:
+            state.update(transform(key, value) if transform else {key: value})
+    missing = sorted(k for k in set(expected) - found if not optional(k))
+    if missing:
+        raise ValueError(f"missing weights ({len(missing)}, e.g. {missing[0]})")
+    return state
+
+
+def _plain(directory: Path) -> Iterator[tuple[str, tuple, Callable]]:
     from safetensors import safe_open
 
-    state: dict[str, torch.Tensor] = {}
     for file in sorted(directory.glob("*.safetensors")):
         with safe_open(str(file), framework="pt") as fh:
             for key in fh.keys():
-                if key in expected:
-                    state[key] = fh.get_tensor(key)
-    missing = sorted(k for k in set(expected) - set(state) if not optional(k))
-    if missing:
-        raise ValueError(f"missing weights ({len(missing)}, e.g. {missing[0]})")
-    bad = sorted(k for k, t in state.items() if tuple(t.shape) != expected[k])
-    if bad:
-        raise ValueError(f"shape mismatch ({len(bad)}, e.g. {bad[0]}: {tuple(state[bad[0]].shape)} "
-                         f"in the checkpoint, {expected[bad[0]]} from config.json)")
-    return state
+                yield key, tuple(fh.get_slice(key).get_shape()), lambda fh=fh, key=key: fh.get_tensor(key)

@@ -8,7 +8,8 @@ from tests.agent.helpers import replay
 
 
 def test_the_common_options_are_the_ones_commands_pass():
-    assert COMMON_OPTIONS == ("threshold", "cache_mb", "api_key_env", "device", "dtype", "request_timeout")
+    assert COMMON_OPTIONS == ("threshold", "cache_mb", "api_key_env", "device", "dtype", "request_timeout",
+                              "quantize")
 
 
 def test_placement_reaches_the_engine_and_is_ignored_by_a_scripted_model(tmp_path):

@@ -12,8 +12,9 @@ from clover_cli.agent.backends.base import BackendError, Completion, ModelBacken
 #   api_key_env  the openai backend's key variable; ignored by the engine and replay
 #   device, dtype  where the in-process engine runs (engine/placement.py); ignored by the others
 #   request_timeout  the openai backend's total deadline per request; ignored by the others
-COMMON_OPTIONS = ("threshold", "cache_mb", "api_key_env", "device", "dtype", "request_timeout")
-_MEANINGFUL = {"engine": ("threshold", "cache_mb", "device", "dtype"),
+#   quantize     the in-process engine's weight format (engine/quantize.py); ignored by the others
+COMMON_OPTIONS = ("threshold", "cache_mb", "api_key_env", "device", "dtype", "request_timeout", "quantize")
+_MEANINGFUL = {"engine": ("threshold", "cache_mb", "device", "dtype", "quantize"),
                "openai": ("threshold", "api_key_env", "request_timeout"),
                "replay": ("threshold",)}
 
@@ -26,7 +27,8 @@ def _own_options(cls) -> set[str]:
 
 def make_backend(spec, *, threshold: float | None = None, cache_mb: float | None = None,
                  api_key_env: str | None = None, device: str | None = None, dtype: str | None = None,
-                 request_timeout: float | None = None, **specific: object) -> ModelBackend:
+                 request_timeout: float | None = None, quantize: str | None = None,
+                 **specific: object) -> ModelBackend:
     """The backend for a model spec: `tiny`, a directory, `hf:ORG/NAME`, `smollm2` (in-process
     engine), `openai:BASE_URL#MODEL`, `replay:FILE`. Raises SpecError for a bad spec and
     BackendError when the model cannot be loaded or reached; both print as one line.
@@ -53,7 +55,7 @@ def make_backend(spec, *, threshold: float | None = None, cache_mb: float | None
         raise TypeError(f"make_backend: option {unknown[0]!r} is not one the {kind} backend takes "
                         f"(its own: {', '.join(sorted(allowed))}; every kind: {', '.join(COMMON_OPTIONS)})")
     common = {"threshold": threshold, "cache_mb": cache_mb, "api_key_env": api_key_env,
-              "device": device, "dtype": dtype, "request_timeout": request_timeout}
+              "device": device, "dtype": dtype, "request_timeout": request_timeout, "quantize": quantize}
     opts = {k: v for k, v in common.items() if k in _MEANINGFUL[kind] and v is not None}
     return cls(*args, **opts, **specific)
 

@@ -27,14 +27,14 @@ class EngineBackend(ModelBackend):
                  dtype: Any = None, lm: Any = None, repetition_penalty: float = 1.05,
                  progressive_ending: bool = True, temperature: float = 0.0, top_p: float = 1.0,
                  seed: int | None = None, denoise_events: bool = True, cache_mb: float | None = None,
-                 diffusion_mode: str | None = None) -> None:
+                 diffusion_mode: str | None = None, quantize: str | None = None) -> None:
         super().__init__(threshold)
         from clover_cli.engine.engine import Engine
         from clover_cli.engine.loader import ModelLoadError, load_model
 
         if lm is None:
             try:
-                lm = load_model(spec, device=device, dtype=dtype)
+                lm = load_model(spec, device=device, dtype=dtype, quantize=quantize)
             except ModelLoadError as e:
                 raise BackendError(str(e)) from None
         from clover_cli.engine.fullattn_decode import mode_label, resolve_mode
