@@ -238,3 +238,25 @@ def check_fit(directory: Path, raw: dict, placement: Placement, machine: Machine
         print(f"clover: warning: {message}", file=sys.stderr)
         return need
     raise FitError(message)
+
+
+def fit_before_download(repo: str, placement: Placement):
+    """The fit check on a release's listed weight bytes, from its config's stored dtype (the
+    headers are not here yet): a model that cannot fit is not downloaded."""
+    from . import hub
+    from .placement import probe_machine
+
+    def check(snapshot: Path, weight_bytes: int) -> None:
+        try:
+            raw = json.loads((Path(snapshot) / "config.json").read_text())
+        except (OSError, ValueError):
+            return  # the load reports it, with the rest
+        text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else {}
+        stored = str(raw.get("torch_dtype") or raw.get("dtype") or text.get("torch_dtype") or "bfloat16")
+        size = WeightSize(weight_bytes // DTYPE_BYTES.get(stored, 2), 0)
+        try:
+            check_fit(snapshot, raw, placement, probe_machine(), f"hf:{repo}", size=size)
+        except PlacementError as exc:
+            raise hub.HubError(f"{exc}; the weights were not downloaded") from None
+
+    return check

@@ -15,14 +15,14 @@ import importlib.util
 import json
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import hub
 from .config_hygiene import ConfigError, clean_config, engine_attention
 from .families import Family, FamilyError, detect_family
-from .fit import check_fit
+from .fit import check_fit, fit_before_download
+from .loaded import LoadedModel  # noqa: F401 (public here: callers import it from the loader)
 from .placement import Placement, PlacementError, probe_machine, resolve_placement
 from .load_common import ModelLoadError, one_line as _one_line, quiet_transformers as _quiet_transformers
 from .load_common import use_native as _use_native
@@ -30,75 +30,6 @@ from .spec import ModelSpec, SpecError, parse_spec
 from .tokenizer_load import load_tokenizer as _load_tokenizer
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
-@dataclass
-class LoadedModel:
-    """A model, its tokenizer and what the engine needs to know about them."""
-
-    name: str
-    model: Any  # a transformers PreTrainedModel in eval mode
-    tokenizer: Any
-    family: Family
-    path: Path | None = None
-    eos_token_ids: tuple[int, ...] = ()
-    context_window: int = 4096
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def is_diffusion(self) -> bool:
-        return self.family.is_diffusion
-
-    @property
-    def block_size(self) -> int:
-        return self.family.block_size if self.family.is_diffusion else 1
-
-    @property
-    def mask_token_id(self) -> int | None:
-        return self.family.mask_token_id
-
-    @property
-    def device(self):
-        return next(self.model.parameters()).device
-
-    @property
-    def placement(self) -> Placement:
-        """Where the model runs (engine/placement.py): chosen at load, else read off its weights."""
-        chosen = self.extra.get("placement")
-        if chosen is not None:
-            return chosen
-        param = next(self.model.parameters())
-        device = str(param.device) if param.device.type != "cuda" else f"cuda:{param.device.index or 0}"
-        return Placement(device, str(param.dtype).replace("torch.", ""),
-                         "CPU" if device == "cpu" else device)
-
-    @property
-    def template_supports_tools(self) -> bool:
-        template = getattr(self.tokenizer, "chat_template", None) or ""
-        if isinstance(template, dict):
-            template = " ".join(str(v) for v in template.values())
-        return "tools" in template
-
-    def render_chat(self, messages: list[dict], tools: list[dict] | None = None,
-                    add_generation_prompt: bool = True, **template_kwargs: Any) -> str:
-        """Render messages with the tokenizer's chat template (tools= when it supports them)."""
-        if not getattr(self.tokenizer, "chat_template", None):
-            raise ModelLoadError(f"{self.name}: tokenizer has no chat template; use --raw")
-        kwargs: dict[str, Any] = dict(tokenize=False, add_generation_prompt=add_generation_prompt)
-        if tools and self.template_supports_tools:
-            kwargs["tools"] = tools
-        kwargs.update(template_kwargs)
-        return self.tokenizer.apply_chat_template(messages, **kwargs)
-
-    def encode(self, text: str) -> list[int]:
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
-
-    def encode_raw(self, text: str) -> list[int]:
-        """Tokenize as the tokenizer's own encode does (its BOS, if it adds one, included)."""
-        return list(self.tokenizer.encode(text))
-
-    def decode(self, ids, skip_special_tokens: bool = True) -> str:
-        return self.tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
 
 
 def bundled_tiny_dir() -> Path:
@@ -114,31 +45,9 @@ def resolve_hf_cache(repo: str, *, offline: bool = True, placement: Placement | 
     placement, a download stops before the weights when they cannot fit it (engine/fit.py)."""
     try:
         return hub.resolve(repo, offline=offline,
-                           before_weights=None if placement is None else _fit_before_download(repo, placement))
+                           before_weights=None if placement is None else fit_before_download(repo, placement))
     except hub.HubError as exc:
         raise ModelLoadError(str(exc)) from None
-
-
-def _fit_before_download(repo: str, placement: Placement):
-    """The fit check on a release's listed weight bytes, from its config's stored dtype (the
-    headers are not here yet): a model that cannot fit is not downloaded."""
-    from .fit import WeightSize
-    from .placement import DTYPE_BYTES
-
-    def check(snapshot: Path, weight_bytes: int) -> None:
-        try:
-            raw = json.loads((snapshot / "config.json").read_text())
-        except (OSError, ValueError):
-            return  # the load reports it, with the rest
-        text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else {}
-        stored = str(raw.get("torch_dtype") or raw.get("dtype") or text.get("torch_dtype") or "bfloat16")
-        size = WeightSize(weight_bytes // DTYPE_BYTES.get(stored, 2), 0)
-        try:
-            check_fit(snapshot, raw, placement, probe_machine(), f"hf:{repo}", size=size)
-        except PlacementError as exc:
-            raise hub.HubError(f"{exc}; the weights were not downloaded") from None
-
-    return check
 
 
 def smollm2_gguf() -> Path:

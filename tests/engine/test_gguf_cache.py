@@ -20,6 +20,7 @@ from clover_cli.engine import gguf_cache
 from clover_cli.engine.config import GenerationConfig
 from clover_cli.engine.engine import Engine
 from clover_cli.engine.loader import _load_gguf, load_model
+from clover_cli.engine.placement import cpu_placement
 
 from gguf_tiny import CONTEXT, build_tiny_gguf
 
@@ -32,7 +33,7 @@ def tiny_gguf(tmp_path_factory) -> Path:
 
 
 def _load(path: Path, **kw):
-    return _load_gguf(path, "smollm2", device=None, dtype=None, **kw)
+    return _load_gguf(path, "smollm2", placement=cpu_placement(), **kw)
 
 
 def _entries() -> list[Path]:
@@ -158,7 +159,8 @@ import sys
 from pathlib import Path
 from clover_cli.engine import gguf_cache
 from clover_cli.engine.loader import _load_gguf
-lm = _load_gguf(Path(sys.argv[1]), "smollm2", device=None, dtype=None)
+from clover_cli.engine.placement import cpu_placement
+lm = _load_gguf(Path(sys.argv[1]), "smollm2", placement=cpu_placement())
 print(gguf_cache.conversions, lm.path)
 """
 
