@@ -11,6 +11,12 @@ import pytest
 # worker at collection). They go to __pycache__ folders, which git ignores.
 sys.dont_write_bytecode = False
 
+# Triton kernels run through its interpreter on this CPU. triton reads TRITON_INTERPRET when a
+# function is decorated, its own `triton.language` helpers included, and a library a test module
+# imports at collection (compressed-tensors) imports triton.language: so it is set here, in the
+# conftest every run loads first, not only in tests/kernels/.
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # `-n auto` runs one worker per core: torch's intra-op threads on top of that only contend
     # (set before any test module imports torch; children started by tests inherit it)

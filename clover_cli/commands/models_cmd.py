@@ -105,12 +105,23 @@ def _fit(size, raw: dict, device: str, name: str, formats: list[str], machine, f
     return {"fits": False, "as": None, "need_bytes": need}
 
 
+def _size(c, raw: dict):
+    """A catalog row's WeightSize (None: unknown). --quantize leaves the embeddings and the output
+    head in the compute dtype (engine/quantize.py): counted as untied, vocab x hidden each."""
+    from clover_cli.engine.fit import WeightSize
+
+    if c.params is None:
+        return None
+    embeddings = 2 * int(raw.get("vocab_size") or 0) * int(raw.get("hidden_size") or 0)
+    return WeightSize(c.params, c.fixed_bytes, matrix_params=max(0, c.params - embeddings))
+
+
 def _report(machine=None) -> dict:
     """The machine's devices and every catalog checkpoint: sizes, cache state, fit per device
     (`machine`: engine/placement.py's Machine, probed when None)."""
     from clover_cli.engine import hub
     from clover_cli.engine.catalog import CATALOG, FAMILY_NAMES
-    from clover_cli.engine.fit import QUANTIZED_BYTES_PER_PARAM, WeightSize, free_bytes
+    from clover_cli.engine.fit import QUANTIZED_BYTES_PER_PARAM, free_bytes
     from clover_cli.engine.placement import DTYPE_BYTES, probe_machine
 
     machine = machine or probe_machine()
@@ -118,12 +129,13 @@ def _report(machine=None) -> dict:
     widths = {"float32": DTYPE_BYTES["float32"], "bfloat16": DTYPE_BYTES["bfloat16"], **QUANTIZED_BYTES_PER_PARAM}
     rows = []
     for c in CATALOG:
-        size = WeightSize(c.params, c.fixed_bytes) if c.params is not None else None
         raw = c.engine_config()
+        size = _size(c, raw)
         rows.append({"spec": c.spec, "repo": c.repo, "family": c.family, "family_name": FAMILY_NAMES[c.family],
                      "params": c.params, "params_from": c.params_from, "fixed_bytes": c.fixed_bytes,
                      "source": c.source, "note": c.note, "config": raw,
-                     "bytes": {k: c.bytes_in(w) for k, w in widths.items()},
+                     "bytes": {k: (None if size is None else size.bytes_quantized(k)
+                                   if k in QUANTIZED_BYTES_PER_PARAM else c.bytes_in(w)) for k, w in widths.items()},
                      "cached": hub.cache_state(c.repo),
                      "fits": {d: _fit(size, raw, d, n, f, machine, free) for d, n, f, free in devices}})
     return {"devices": [{"device": d, "name": n, "free_bytes": free} for d, n, _, free in devices],

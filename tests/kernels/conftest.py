@@ -1,14 +1,11 @@
 """Kernel tests run the Triton kernels on the CPU through the Triton interpreter.
 
-TRITON_INTERPRET must be set before any kernel module is imported (triton reads it when a
-kernel is decorated); the kernel modules are imported lazily, so setting it here is enough.
+TRITON_INTERPRET must be set before triton.language is imported (triton reads it when a function
+is decorated): tests/conftest.py sets it, since a library a test module imports at collection may
+import triton before this folder is collected.
 """
-import os
-
-os.environ.setdefault("TRITON_INTERPRET", "1")
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import pytest
+import torch
 
 
 def _rms_rel(actual: torch.Tensor, expected: torch.Tensor) -> float:
