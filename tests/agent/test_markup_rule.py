@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from clover_cli.agent.markup import HeldCalls, MarkupSplitter, block_texts, split_message
+from clover_cli.agent.events import BlockText
+from clover_cli.agent.markup import HeldCalls, MarkupSplitter, attempted, block_texts, split_message
 from clover_cli.agent.parsing import parse_tool_calls
 
 Q = '<|"|>'
@@ -30,7 +31,8 @@ CASES = {
     "a call with no closing tag, then text": ('Hi <tool_call>{"name": "list_dir", "arguments": {}} Thanks!',
                                                '<tool_call>{"name": "list_dir", "arguments": {}}', ""),
     "unterminated": ('Let me see.\n<tool_call>{"nam', '<tool_call>{"nam', ""),
-    "unterminated gemma": (f"See.\n<|tool_call>call:read_file{{path:{Q}a.p", f"<|tool_call>call:read_file{{path:{Q}a.p", ""),
+    "unterminated gemma": (f"See.\n<|tool_call>call:read_file{{path:{Q}a.p",
+                           f"<|tool_call>call:read_file{{path:{Q}a.p", ""),
     "no markup, a tag's start": ("x < y and a <tool_ thing </think", "", ""),
 }
 
@@ -70,7 +72,8 @@ def test_a_call_is_ended_by_the_parser_not_by_the_first_closing_tag():
     """Fails with a filter that ends a call at its first `</tool_call>`: the rest of the argument
     would reach the screen."""
     splitter = MarkupSplitter()
-    shown = [p for chunk in ("ok <tool_call>", QUOTING[len("<tool_call>"):], " after") for p in splitter.feed(chunk)]
+    chunks = ("ok <tool_call>", QUOTING[len("<tool_call>"):], " after")
+    shown = [p for chunk in chunks for p in splitter.feed(chunk)]
     assert _kind(shown + splitter.flush(), "answer") == "ok  after"
 
 
@@ -79,6 +82,11 @@ def test_a_stream_opened_inside_thinking_and_block_events():
     assert [(e.text, e.kind, e.block_index) for e in events] == [
         ("plan", "thinking", 3), ("Do it.", "answer", 3), (GEMMA, "call", 3)]
     assert events[0].thinking and not events[1].thinking
+    assert BlockText("why", 0, thinking=True).kind == "thinking"  # as a server's reasoning comes
+
+
+def test_a_malformed_gemma_call_names_the_tool_it_tried():
+    assert attempted(f"<|tool_call>call:read_file{{path:{Q}a.py") == "read_file"
 
 
 def test_held_call_text_is_given_back_once_when_no_call_ran():
