@@ -24,7 +24,7 @@ from clover_cli.agent.events import (AgentError, AgentEvent, Notice, ToolCallPro
                                      TurnFinished, TurnStarted)
 from clover_cli.agent.instructions import system_prompt
 from clover_cli.agent.jsonsafe import JSONLimitError, loads as json_loads, scrub
-from clover_cli.agent.markup import describe_attempt
+from clover_cli.agent.markup import HeldCalls, describe_attempt
 from clover_cli.agent.parsing import FormatError, ParsedCall, parse_tool_calls
 from clover_cli.agent.prompt_files import observation
 from clover_cli.agent.session import SessionLog, find_session, load_messages, new_session_id
@@ -163,6 +163,7 @@ class Agent(AgentControls, ContextFitting):
     def _call_model(self, run: "_TurnRun"):
         """One model call, its stream passed on; the Completion, `_ASK_AGAIN` after a recoverable
         failure (compacted, the partial answer kept), or None when the call ended the turn."""
+        run.held = HeldCalls()
         try:
             yield from self._fit_context()
             run.stats.context_tokens = self.backend.count_tokens(self._messages, self.tools)
@@ -175,8 +176,10 @@ class Agent(AgentControls, ContextFitting):
                 if isinstance(item, Completion):
                     completion = item
                 else:
+                    run.held.note(item)
                     yield item
         except RecoverableError as e:  # compact / keep the partial answer, then ask again
+            yield from run.held.release()  # call text hidden while streaming is shown (markup.py)
             run.recoveries += 1
             if run.recoveries <= 2:
                 yield Notice(str(e))
@@ -190,6 +193,7 @@ class Agent(AgentControls, ContextFitting):
             return None
         except Exception as e:  # BackendError, or a model bug: the session survives either way
             msg = str(e) if isinstance(e, BackendError) else f"model call failed: {type(e).__name__}: {e}"
+            yield from run.held.release()
             yield AgentError(msg, fatal=True)
             yield from self._finish("error", msg, run.stats)
             return None
@@ -203,6 +207,7 @@ class Agent(AgentControls, ContextFitting):
         text = scrub(completion.text)  # lone surrogates never reach the log
         parsed = parse_tool_calls(text, self._schemas)
         if completion.finish_reason == "cancelled" or self._cancel.is_set():
+            yield from run.held.release()
             if parsed.text:  # keep what was said; unfinished calls are not run
                 self._add({"role": "assistant", "content": parsed.text})
             yield from self._finish("cancelled", parsed.text, stats)
@@ -213,6 +218,7 @@ class Agent(AgentControls, ContextFitting):
             parsed.errors.append(FormatError(observation("parse_cut_off"),
                                              text[text.rfind("<tool_call>"):][:300]))
         calls, errors = self._calls_of(completion, parsed.calls, parsed.errors)
+        yield from (() if calls else run.held.release())  # a step that runs no call shows its call text
         assistant: dict[str, Any] = {"role": "assistant", "content": text}
         if calls:
             assistant["tool_calls"] = [{"id": cid, "type": "function",
@@ -345,3 +351,4 @@ class _TurnRun:
     tool_errors: int = 0  # failed tool calls in a row
     recoveries: int = 0  # recoverable model-call failures in a row
     malformed: list[str] = field(default_factory=list)  # what each malformed call in a row tried
+    held: HeldCalls = field(default_factory=HeldCalls)  # the model step's hidden call text

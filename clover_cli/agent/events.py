@@ -26,13 +26,25 @@ class TurnStarted:
     user_text: str
 
 
+TextKind = Literal["answer", "thinking", "call", "unrun_call"]
+
+
 @dataclass(frozen=True)
 class BlockText:
-    """A committed block of the assistant's answer (or a streamed chunk from a remote model)."""
+    """A piece of a committed block of the assistant's text (or of a remote model's chunk),
+    marked by the one markup rule (clover_cli/agent/markup.py). Front ends show it by `kind`:
+    "answer" as text, "thinking" as thinking, "call" not at all (the call has its own events),
+    "unrun_call" as written with markup.UNFINISHED_NOTICE (call text of a step that ran no call)."""
 
     text: str  # text delta
     block_index: int
-    thinking: bool = False  # inside a <think> section
+    thinking: bool = False  # kind == "thinking" (a backend may pass this instead of kind)
+    kind: TextKind = "answer"
+
+    def __post_init__(self) -> None:
+        if self.thinking and self.kind == "answer":
+            object.__setattr__(self, "kind", "thinking")
+        object.__setattr__(self, "thinking", self.kind == "thinking")
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ from clover_cli.agent import jsonsafe
 from clover_cli.agent.prompt_files import observation
 
 OPEN, CLOSE, QUOTE = "<|tool_call>", "<tool_call|>", '<|"|>'
-MARKUP = (OPEN, CLOSE, QUOTE)  # the model's own tokens (kept as tokens in later prompts)
 _NUMBER_RE = re.compile(r"-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?")
 _BARE_STOP = re.compile(r"[,}\]]|<tool_call\|>")
 _KEY_RE = re.compile(r"\s*([^\s:{}\[\],<>]+)\s*:")

@@ -14,7 +14,8 @@ cannot be read becomes a FormatError whose message is shown to the model.
 Only top-level calls are calls (docs/agent.md, "Parsing tool calls"): a JSON call's extent is found
 by a scan that skips JSON strings, an XML call's by its parameters, so a `<tool_call>` quoted inside
 another call's argument (file content, a patch) is text and is never run. JSON is decoded through
-jsonsafe: bounded depth and number size, lone surrogates replaced.
+jsonsafe: bounded depth and number size, lone surrogates replaced. `call_end` gives that extent to
+the streaming markup rule (markup.py), so the screen hides exactly what is parsed as a call.
 """
 from __future__ import annotations
 
@@ -322,10 +323,24 @@ def _error(message: str, snippet: str) -> FormatError:
     return FormatError(message, snippet)
 
 
-def cut_off_call(raw: str) -> bool:
-    """True when the last tool call read from the text has no closing `</tool_call>` (the text
-    ended inside it); a call quoted inside another call's argument does not count."""
-    return parse_tool_calls(raw).cut_off
+def call_end(text: str, final: bool = False) -> int | None:
+    """Where the call that `text` opens (it starts with `<tool_call>` or `<|tool_call>`) ends, read
+    as parse_tool_calls reads it: the index after its closing tag once no further text can move
+    that end (a closing tag quoted inside an open string or value does not end it), else None.
+    With `final` (no more text comes): the end the parser gives; what follows it is text."""
+    gemma = text.startswith(gemma_calls.OPEN)
+    end = _call_extent(text, gemma)
+    if final:
+        return min(max(end, len(gemma_calls.OPEN if gemma else OPEN)), len(text))
+    if _call_extent(text + "\x00", gemma) != end:  # a character more (inside a string) moves it
+        return None
+    return end if text.endswith(gemma_calls.CLOSE if gemma else CLOSE, 0, end) else None
+
+
+def _call_extent(text: str, gemma: bool) -> int:
+    if gemma:
+        return gemma_calls.parse_one(text, len(gemma_calls.OPEN))[1]
+    return _parse_one(_Marks(text), len(OPEN), {})[1]
 
 
 def has_open_call(raw: str) -> bool:

@@ -186,15 +186,11 @@ class _EventPrinter:
     """`clover run`'s output of one turn: JSON lines (`--json`) or text on stdout, notes on stderr."""
 
     def __init__(self, agent, as_json: bool) -> None:
-        from clover_cli.agent.markup import CallTextFilter
-
         self.agent = agent
         self.as_json = as_json
         self.reason = "error"
         self.at_line_start = True
         self.call_args: dict[str, str] = {}
-        self.markup = CallTextFilter()  # the one rule for hidden call text (docs/agent.md, "Visible text")
-        self.last_block = 0
         self.model_text = StreamCleaner()  # model text arrives in blocks; an escape may straddle two
 
     # -- writing ----------------------------------------------------------------------------------
@@ -221,26 +217,12 @@ class _EventPrinter:
     def show(self, e) -> None:
         from clover_cli.agent import events as ev
 
-        if not isinstance(e, (ev.BlockText, ev.DenoiseProgress, ev.ToolCallProposed)):
-            self.release_unfinished_call()
         handler = {ev.ApprovalRequested: self.approval, ev.BlockText: self.block,
                    ev.ToolCallProposed: self.tool_call, ev.ToolFinished: self.tool_result,
                    ev.AgentError: self.error, ev.Notice: self.notice,
                    ev.TurnFinished: self.turn_end}.get(type(e))
         if handler is not None:
             handler(e)
-
-    def release_unfinished_call(self) -> None:
-        """The step ended without a call: the text held back as a possible call is shown."""
-        from clover_cli.agent.markup import UNFINISHED_NOTICE
-
-        released = self.markup.end(called=False)
-        if released.strip() and self.as_json:
-            self.emit({"type": "block", "text": released, "raw": "", "block_index": self.last_block,
-                       "thinking": False, "unfinished_call": True})
-        elif released.strip():
-            self.text(self.model_text.feed(released))
-            click.echo(f"note: {UNFINISHED_NOTICE}", err=True)
 
     def approval(self, e) -> None:
         answer = e.future.result()  # answered by the driver (_refuse) before it got here
@@ -252,22 +234,19 @@ class _EventPrinter:
             self.line(f"! {clean_line(e.name)} needs approval; refused (non-interactive run): "
                       f"{summary[0] if summary else ''}")
 
-    def block(self, e) -> None:
-        if e.thinking:
-            if self.as_json:
-                self.emit({"type": "block", "text": e.text, "raw": e.text, "block_index": e.block_index,
-                           "thinking": True})
-            return
-        self.last_block = e.block_index  # every step ends with an event that flushes `markup` (above)
-        shown = self.markup.feed(e.text)
+    def block(self, e) -> None:  # marked by the agent (docs/agent.md, "Visible text")
+        shown = "" if e.kind == "call" else e.text  # a call is shown as its one-line summary
         if self.as_json:  # consumers get the visible text; the model's own text is under "raw"
+            extra = {"raw": "", "unfinished_call": True} if e.kind == "unrun_call" else {}
             self.emit({"type": "block", "text": shown, "raw": e.text, "block_index": e.block_index,
-                       "thinking": False})
-        else:  # tool-call markup is shown as the one-line summary instead
+                       "thinking": e.thinking, "kind": e.kind, **extra})
+        elif not e.thinking:
             self.text(self.model_text.feed(shown))
+            if e.kind == "unrun_call":
+                from clover_cli.agent.markup import UNFINISHED_NOTICE
+                click.echo(f"note: {UNFINISHED_NOTICE}", err=True)
 
     def tool_call(self, e) -> None:
-        self.markup.end(called=True)
         self.call_args[e.call_id] = _short(clean_line(json.dumps(dict(e.arguments), ensure_ascii=False,
                                                                  default=str)))
         if self.as_json:

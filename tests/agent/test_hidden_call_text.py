@@ -8,22 +8,27 @@ import json
 
 import pytest
 
-from clover_cli.agent.markup import UNFINISHED_NOTICE, CallTextFilter
+from clover_cli.agent.markup import UNFINISHED_NOTICE
 
-from .helpers import call, make_repo, replay
+from clover_cli.agent.events import BlockText, ToolCallProposed
+
+from .helpers import call, drive, make_repo, new_agent, of, replay
 from .test_run_cmd import clover
 
 UNFINISHED = 'Let me see.\n<tool_call>{"nam'
 STEPS = [UNFINISHED, "The answer is 42."]
+GEMMA = 'Reading.\n<|tool_call>call:read_file{path:<|"|>calc.py<|"|>}<tool_call|>'
 
 
-def test_the_filter_gives_hidden_text_back_without_a_call():
-    f = CallTextFilter()
-    assert f.feed("Hi <tool") + f.feed('_call>{"name": "x"') == "Hi "
-    assert f.hiding and f.end(called=False) == '<tool_call>{"name": "x"'
-    assert f.feed("next step") == "next step"  # a fresh filter: the next step is not hidden
-    assert f.feed('<tool_call>{"name": "y"}</tool_call> after') == " after"
-    assert f.end(called=True) == ""  # the call was proposed: its markup stays hidden
+def test_the_agent_marks_calls_and_gives_back_a_call_that_did_not_run(tmp_path):
+    repo = make_repo(tmp_path / "repo", git=False)
+    agent = new_agent(repo, [GEMMA, UNFINISHED, "Done."], backend_opts={"chunk_chars": 3})
+    events = drive(agent, "q")
+    blocks = of(events, BlockText)
+    assert of(events, ToolCallProposed)[0].name == "read_file"
+    shown = "".join(b.text for b in blocks if b.kind in ("answer", "unrun_call"))
+    assert shown == 'Reading.\nLet me see.\n<tool_call>{"namDone.'  # the DiffusionGemma call that ran: hidden
+    assert [b.text for b in blocks if b.kind == "unrun_call"] == ['<tool_call>{"nam']
 
 
 def test_run_shows_the_next_step_and_the_unfinished_call(tmp_path):

@@ -33,7 +33,7 @@ def test_flatten_for_templates_without_tools():
 def test_think_splitter_across_chunks():
     s = ThinkSplitter()
     out = s.feed("a<th") + s.feed("ink>b</") + s.feed("think>c") + s.flush()
-    assert out == [("a", False), ("b", True), ("c", False)]
+    assert out == [("a", "answer"), ("b", "thinking"), ("c", "answer")]
 
 
 def test_replay_streams_chunks_then_empty(tmp_path):

@@ -40,3 +40,22 @@ async def test_a_resumed_session_hides_calls_that_ran_and_shows_one_that_did_not
         answers = [a.text for a in app.chat.transcript.query(AssistantMessage)]
         assert answers[0].strip() == "Reading." and "read_file" not in answers[0]
         assert any('<tool_call>{"nam' in a for a in answers) and answers[-1].strip() == "Final."
+
+
+async def test_diffusiongemma_calls_do_not_reach_the_screen(repo):
+    """DiffusionGemma's `<|tool_call>...<tool_call|>`, streamed in 3-character chunks that cut its
+    tags, shows as a tool panel and never as text."""
+    from clover_cli.tui.widgets.tool_panel import ToolPanel
+
+    call = '<|tool_call>call:read_file{path:<|"|>greet.py<|"|>}<tool_call|>'
+    app = make_app(repo, [f"Reading.\n{call}\nok", "Done."], approval="auto-edit", chunk_chars=3)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_ready(pilot)
+        await submit(pilot, "question")
+        await wait_idle(pilot)
+        t = app.chat.transcript
+        answers = [a.text for a in t.query(AssistantMessage)]
+        assert [a.strip() for a in answers] == ["Reading.\n\nok", "Done."]
+        assert [p.tool_name for p in t.query(ToolPanel)] == ["read_file"]
+        assert not [n for n in t.query(NoticeLine) if n.message == UNFINISHED_NOTICE]
+        assert "tool_call" not in app.export_screenshot()

@@ -8,7 +8,7 @@ import pytest
 from clover_cli.config import CloverConfig, ConfigError, load_config
 from clover_cli.trust import TrustStore
 from clover_cli.tui import slash
-from clover_cli.tui.textfilter import MarkupFilter
+from clover_cli.tui.textfilter import visible_controls
 from clover_cli.tui.widgets.denoise import render_block
 from clover_cli.tui.widgets.status_bar import StatusInfo, short_model_name
 from clover_cli.tui.widgets.tool_panel import looks_like_diff, summarize_args
@@ -35,17 +35,8 @@ def test_slash_completion_and_threshold():
             slash.parse_threshold(bad)
 
 
-def test_markup_filter_hides_tool_calls_split_across_deltas():
-    f = MarkupFilter()
-    deltas = ["Let me look.\n<tool", '_call>{"name": "read_file", "arguments": {"path": "a.py"}}</tool',
-              "_call>\nDone <", "b>ok</b>"]
-    shown = "".join(f.feed(d) for d in deltas) + f.flush()
-    assert shown == "Let me look.\n\nDone <b>ok</b>"
-    g = MarkupFilter()
-    assert g.feed("a <tool_call>{unterminated") == "a " and g.flush() == ""
-    assert MarkupFilter().feed("a\x19b\tc\n") == "a␙b\tc\n"
-    h = MarkupFilter()
-    assert h.feed("x</think>y<th") == "xy" and h.flush() == "<th"
+def test_control_characters_are_drawn_as_pictures():
+    assert visible_controls("a\x19b\tc\n\x7f") == "a␙b\tc\n␡"
 
 
 def test_status_line_and_model_names():

@@ -87,29 +87,21 @@ class CloverAcpAgent:
         from acp import (start_tool_call, text_block, tool_content, update_agent_message_text,
                          update_agent_thought_text, update_tool_call)
         from clover_cli.agent import events as ev
-        from clover_cli.agent.markup import UNFINISHED_NOTICE, CallTextFilter
+        from clover_cli.agent.markup import UNFINISHED_NOTICE
 
         def send(update: Any) -> None:
             asyncio.run_coroutine_threadsafe(self.conn.session_update(session_id, update), loop).result()
 
-        markup = CallTextFilter()
         reason = "error"
         for e in agent.run_turn(text):
-            if not isinstance(e, (ev.BlockText, ev.DenoiseProgress, ev.ToolCallProposed)):
-                released = markup.end(called=False)  # the step ended without a call: show its text
-                if released.strip():
-                    send(update_agent_message_text(released))
-                    if "<tool_call>" in released:
-                        send(update_agent_thought_text(f"[{UNFINISHED_NOTICE}]\n"))
-            if isinstance(e, ev.BlockText):
-                if e.thinking:
+            if isinstance(e, ev.BlockText):  # marked by the agent (markup.py); call text is not sent
+                if e.kind == "thinking":
                     send(update_agent_thought_text(e.text))
-                    continue
-                shown = markup.feed(e.text)
-                if shown:
-                    send(update_agent_message_text(shown))
+                elif e.kind != "call":
+                    send(update_agent_message_text(e.text))
+                if e.kind == "unrun_call":
+                    send(update_agent_thought_text(f"[{UNFINISHED_NOTICE}]\n"))
             elif isinstance(e, ev.ToolCallProposed):
-                markup.end(called=True)
                 send(start_tool_call(e.call_id, _title(e.name, e.arguments), kind=KINDS.get(e.name, "other"),
                                      status="pending", raw_input=dict(e.arguments)))
             elif isinstance(e, ev.ApprovalRequested):

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Union
 
 from clover_cli.agent.events import BlockText, DenoiseProgress
+# the backends split their streams by the one markup rule under these names
+from clover_cli.agent.markup import MarkupSplitter as ThinkSplitter, block_texts  # noqa: F401
 from clover_cli.engine.config import DEFAULT_THRESHOLD, check_threshold
 
 
@@ -85,54 +87,3 @@ class ModelBackend(ABC):
 
     def close(self) -> None:
         """Releases resources (connections, model memory)."""
-
-
-class ThinkSplitter:
-    """Splits a text stream into inside / outside pieces at an opening and a closing tag
-    (by default <think> and </think>; tags cut between deltas are handled)."""
-
-    def __init__(self, inside: bool = False, open_tag: str = "<think>", close_tag: str = "</think>") -> None:
-        self.inside = inside
-        self.open_tag, self.close_tag = open_tag, close_tag
-        self._pending = ""
-
-    def feed(self, text: str) -> list[tuple[str, bool]]:
-        """(piece, thinking) pairs for this delta; a tag cut between deltas is held back."""
-        text = self._pending + text
-        self._pending = ""
-        out: list[tuple[str, bool]] = []
-        while text:
-            tag = self.close_tag if self.inside else self.open_tag
-            k = text.find(tag)
-            if k >= 0:
-                if k:
-                    out.append((text[:k], self.inside))
-                self.inside = not self.inside
-                text = text[k + len(tag):]
-                continue
-            hold = _partial_tag_suffix(text, tag)
-            if hold:
-                self._pending = text[-hold:]
-                text = text[:-hold]
-            if text:
-                out.append((text, self.inside))
-            break
-        return out
-
-    def flush(self) -> list[tuple[str, bool]]:
-        pending, self._pending = self._pending, ""
-        return [(pending, self.inside)] if pending else []
-
-
-def _partial_tag_suffix(text: str, tag: str) -> int:
-    """Length of the longest suffix of text that is a proper prefix of tag."""
-    for n in range(min(len(tag) - 1, len(text)), 0, -1):
-        if text.endswith(tag[:n]):
-            return n
-    return 0
-
-
-def block_texts(splitter: ThinkSplitter, text: str, block_index: int, final: bool = False) -> list[BlockText]:
-    """BlockText events for one delta, split where thinking starts or ends."""
-    pieces = splitter.feed(text) + (splitter.flush() if final else [])
-    return [BlockText(piece, block_index, thinking) for piece, thinking in pieces if piece]

@@ -69,6 +69,7 @@ class ReplayBackend(ModelBackend):
         sent = ""
         for block, k in enumerate(range(0, len(text), self.chunk_chars)):
             if cancel is not None and cancel.is_set():
+                yield from block_texts(splitter, "", block, final=True)  # held call text included
                 yield Completion(sent, "cancelled", stats=_stats(sent, block, start))
                 return
             chunk = text[k:k + self.chunk_chars]

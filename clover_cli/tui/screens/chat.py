@@ -195,7 +195,7 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
         """Route one agent event to the widget that shows it."""
         t = self.transcript
         if isinstance(e, ev.BlockText):
-            t.stream(e.text, e.thinking)
+            t.stream(e.text, e.kind)
         elif isinstance(e, ev.DenoiseProgress):
             self.denoise.show(e)
         elif isinstance(e, ev.ToolCallProposed):

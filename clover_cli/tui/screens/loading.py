@@ -13,6 +13,7 @@ from textual.widgets import Label
 from clover_cli.agent.attachments import strip_attachments
 from clover_cli.agent.demo import demo_notice
 from clover_cli.agent.interface import AgentSession
+from clover_cli.agent.markup import split_message
 from clover_cli.tui.bridge import AgentFailed, AgentReady, error_text, measured_model, open_agent
 from clover_cli.tui.widgets.messages import is_summary, plural
 from clover_cli.tui.widgets.status_bar import short_model_name
@@ -124,9 +125,10 @@ class ModelLoading:
                     t.add_user(strip_attachments(typed))
             elif role == "user":
                 t.add_user(strip_attachments(content))
-            elif role == "assistant" and content.strip():
-                t.stream(content)
-                t.end_message(called=bool(m.get("tool_calls")))  # a call that ran shows as its result
+            elif role == "assistant" and content.strip():  # a call that ran shows as its result
+                for piece, kind in split_message(content, called=bool(m.get("tool_calls"))):
+                    t.stream(piece, kind)
+                t.end_message()
             elif role == "tool":
                 n = len(content.splitlines())
                 t.add_notice(f"tool result ({m.get('name', 'tool')}, {n} {plural(n, 'line')})")

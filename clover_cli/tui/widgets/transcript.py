@@ -7,8 +7,8 @@ from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
 
-from clover_cli.agent.markup import OPEN as OPEN_CALL, UNFINISHED_NOTICE
-from clover_cli.tui.textfilter import MarkupFilter, visible_controls
+from clover_cli.agent.markup import UNFINISHED_NOTICE
+from clover_cli.tui.textfilter import visible_controls
 from clover_cli.tui.widgets.messages import (AssistantMessage, NoticeLine, SummaryEntry,
                                              ThinkingBlock, UserMessage)
 from clover_cli.tui.widgets.tool_panel import ToolPanel, code_view
@@ -21,7 +21,6 @@ class Transcript(VerticalScroll):
         super().__init__(id=id, classes="transcript")
         self._answer: AssistantMessage | None = None
         self._thinking: ThinkingBlock | None = None
-        self._filter = MarkupFilter()
         self._retiring: list = []  # closed messages with text still buffered
         self.panels: dict[str, ToolPanel] = {}
 
@@ -54,16 +53,20 @@ class Transcript(VerticalScroll):
         """Append a syntax-highlighted block (diffs are detected)."""
         return self._add(Static(code_view(text, lexer), classes="code-block"))
 
-    def stream(self, text: str, thinking: bool = False) -> None:
-        """Buffer a committed block of the answer (or of a `<think>` section)."""
-        if thinking:
+    def stream(self, text: str, kind: str = "answer") -> None:
+        """Buffer a piece of the model's text, shown as the agent marked it (BlockText.kind; the
+        rule is clover_cli/agent/markup.py): call text is not shown, unrun call text with a notice."""
+        if kind == "thinking":
             if self._thinking is None:
                 self._thinking = self._add(ThinkingBlock())
-            self._thinking.push(visible_controls(text.replace("<think>", "").replace("</think>", "")))
+            self._thinking.push(visible_controls(text))
             return
         if self._thinking is not None:
             self._close_thinking()
-        visible = self._filter.feed(text)
+        if kind == "unrun_call":
+            self._unrun_call(text)
+            return
+        visible = visible_controls(text) if kind == "answer" else ""
         if not visible:
             return
         if self._answer is None:
@@ -88,21 +91,17 @@ class Transcript(VerticalScroll):
         if self._retiring:
             self._retiring = [w for w in self._retiring if not w.flush() and w.dirty]
 
-    def end_message(self, called: bool = False) -> None:
-        """Close the streaming message (a tool call, `called`, or the step's end follows). Call
-        markup hidden while streaming is shown, with a notice, when no call was proposed."""
-        rest = self._filter.flush(called)
-        if rest.strip() and OPEN_CALL in rest:
-            if self._answer is None:
-                self._answer = self._add(AssistantMessage())
-            head, _, call = rest.partition(OPEN_CALL)
-            fence = "````" if "```" in call else "```"
-            self._answer.push(f"{head}\n\n{fence}\n{OPEN_CALL}{call.strip(chr(10))}\n{fence}\n")
-            self._retire(self._answer)
-            self._answer = None
-            self._add(NoticeLine(UNFINISHED_NOTICE, "warning"))
-        elif rest and self._answer is not None:
-            self._answer.push(rest)
+    def _unrun_call(self, text: str) -> None:
+        """The text of a call that was not run, as written in a code block, and the notice."""
+        if self._answer is None:
+            self._answer = self._add(AssistantMessage())
+        fence = "````" if "```" in text else "```"
+        self._answer.push(f"\n\n{fence}\n{visible_controls(text).strip(chr(10))}\n{fence}\n")
+        self.end_message()
+        self._add(NoticeLine(UNFINISHED_NOTICE, "warning"))
+
+    def end_message(self) -> None:
+        """Close the streaming message (a tool call or the step's end follows)."""
         if self._answer is not None:
             self._retire(self._answer)
             self._answer = None
@@ -121,7 +120,7 @@ class Transcript(VerticalScroll):
 
     def add_tool(self, call_id: str, name: str, arguments: Mapping[str, Any]) -> ToolPanel:
         """Append a tool panel (closing the current answer first)."""
-        self.end_message(called=True)
+        self.end_message()
         panel = ToolPanel(call_id, name, arguments)
         self.panels[call_id] = panel
         return self._add(panel)
@@ -146,7 +145,6 @@ class Transcript(VerticalScroll):
         """Remove every entry."""
         self._answer = None
         self._thinking = None
-        self._filter = MarkupFilter()
         self._retiring = []
         self.panels.clear()
         self.remove_children()
