@@ -45,6 +45,13 @@ class Checkpoint:
     def spec(self) -> str:
         return f"hf:{self.repo}"
 
+    @property
+    def family_name(self) -> str:
+        """The family column of `clover models` (engine/families.py's table)."""
+        from .families import short_name
+
+        return short_name(self.family, recurrent=self.attention_layers is not None)
+
     def bytes_in(self, width: float) -> int | None:
         """Weight bytes at `width` bytes per floating parameter (None when params are unknown)."""
         return None if self.params is None else int(self.params * width) + self.fixed_bytes
@@ -154,8 +161,6 @@ CATALOG: tuple[Checkpoint, ...] = (
                attention_layers=10, note="GDN hybrid MoE (256 experts), autoregressive; text model loaded"),
 )
 
-FAMILY_NAMES = {"sdar": "SDAR", "fast_dllm_v2": "Fast-dLLM v2", "llada2": "LLaDA2", "dream": "Dream",
-                "llada": "LLaDA 1.x", "diffusion_gemma": "DiffusionGemma", "ar": "GDN hybrid (AR)"}
 
 
 def find(repo: str) -> Checkpoint | None:

@@ -5,12 +5,10 @@ import dataclasses
 import threading
 from typing import Iterator
 
-from .ar_decode import ARDecoder
-from .block_decode import BlockDecoder
 from .config import GenerationConfig
-from .edit_decode import EditDecoder, editing_wanted
+from .edit_decode import editing_wanted
 from .events import GenerationResult
-from .fullattn_decode import FULL_ATTENTION, FullAttnDecoder, resolve_mode
+from .fullattn_parts import resolve_mode
 from .healing import heal_prompt
 from .prefix_cache import PrefixCache, default_budget_bytes
 from .threads import SMALL_MODEL_PARAMS, THREADS_ENV, ThreadGovernor, apply_cpu_threads  # noqa: F401
@@ -43,7 +41,7 @@ class Engine:
         self._governor = ThreadGovernor(sum(p.numel() for p in lm.model.parameters()), choice)
         # DiffusionGemma keeps transformers' attention: its reference runs on it
         # (engine/gemma_decode.py); Dream / LLaDA 1.x attend in full, so no block-causal kernels
-        own_attention = lm.family.name == "diffusion_gemma" or lm.family.name in FULL_ATTENTION
+        own_attention = lm.family.row.own_attention  # the family table (engine/families.py)
         self.kernels = ([] if use_kernels is False or own_attention
                         else install_kernels(lm.model, force=bool(use_kernels)))
         if not self.kernels and not own_attention:
@@ -67,23 +65,17 @@ class Engine:
         choice = self._governor.refresh()  # other work since the last request (engine/threads.py)
         if choice is not None:
             self.threads, self.threads_reason = choice.threads, choice.reason
-        if self.lm.family.name == "diffusion_gemma":  # its own sampler; no healing, no prefix reuse
-            from .gemma_decode import GemmaDecoder
-
-            return GemmaDecoder(self.lm, list(prompt_ids), cfg, cancel).run()
-        if self.lm.family.name in FULL_ATTENTION:  # Dream / LLaDA 1.x: no prefix reuse, no healing
-            return FullAttnDecoder(self.lm, list(prompt_ids), cfg, cancel).run()
+        row = self.lm.family.row  # its decoder (the family table, engine/families.py)
+        if not row.prompt_reuse:  # DiffusionGemma, Dream, LLaDA 1.x: no healing, no prefix reuse
+            return row.decoder_class()(self.lm, list(prompt_ids), cfg, cancel).run()
         healing = heal_prompt(self.lm, list(prompt_ids)) if cfg.token_healing else None
         ids = list(healing.prompt_ids) if healing else list(prompt_ids)
         prefix = self.prefix_cache if reuse and self.prefix_cache.budget > 0 else None
-        if self.lm.is_diffusion and editing_wanted(self.lm, cfg):  # LLaDA2.1 (edit_decode.py)
-            decoder = EditDecoder(self.lm, ids, cfg, cancel, fuse_commit=self.fuse_commit,
-                                  healing=healing, prefix=prefix)
-        elif self.lm.is_diffusion and (cfg.block_size or self.lm.block_size) >= 1:
-            decoder = BlockDecoder(self.lm, ids, cfg, cancel, fuse_commit=self.fuse_commit,
-                                   healing=healing, prefix=prefix)
+        if self.lm.is_diffusion:  # editing: LLaDA2.1 (edit_decode.py), one line for another family
+            decoder = row.decoder_class(editing=editing_wanted(self.lm, cfg))(
+                self.lm, ids, cfg, cancel, fuse_commit=self.fuse_commit, healing=healing, prefix=prefix)
         else:
-            decoder = ARDecoder(self.lm, ids, cfg, cancel, healing=healing, prefix=prefix)
+            decoder = row.decoder_class()(self.lm, ids, cfg, cancel, healing=healing, prefix=prefix)
         if healing is None:
             return decoder.run()
         return _with_prompt(decoder.run(), tuple(prompt_ids))

@@ -1,7 +1,10 @@
-"""Checkpoint families (docs/engine.md, families table).
+"""Checkpoint families (docs/engine.md, families table; docs/design.md, "The family table").
 
-A family says how a checkpoint decodes: diffusion or autoregressive, which mask id and block size,
-and whether logits are shifted by one (position i-1 predicts token i, Fast-dLLM v2 / Dream).
+`detect_family` reads a config into a `Family`: diffusion or autoregressive, which mask id and
+block size, whether logits are shifted by one (position i-1 predicts token i, Fast-dLLM v2 /
+Dream). The family table below (`ROWS`) says everything else the code asks of a family: its
+decoder, its load hook, the generation options it takes, its labels and its tool-call markup.
+This module is the only place a family's name is compared (tests/engine/test_family_table.py).
 """
 from __future__ import annotations
 
@@ -36,6 +39,11 @@ class Family:
     steps: int | None = None  # the reference's denoise steps per block (LLaDA2: 32, capped at the
     #   budget): step i commits at least its share of the block (engine/transfer_schedule.py)
 
+    @property
+    def row(self) -> FamilyRow:
+        """This family's row of the family table (ROWS below)."""
+        return FAMILIES[self.name]
+
 
 # model types transformers can run autoregressively here (checked at load time too)
 AR_MODEL_TYPES = {"llama", "qwen2", "qwen3", "mistral", "gemma", "gemma2", "phi3", "qwen3_moe",
@@ -48,7 +56,6 @@ DREAM_TYPES = {"dream", "Dream"}
 LLADA1_TYPES = {"llada", "LLaDA"}  # LLaDA 1.x / 1.5 (LLaDAModelLM)
 DREAM_MASK_ID = 151666
 LLADA1_MASK_ID = 126336
-FULL_ATTENTION_FAMILIES = ("dream", "llada")  # engine/fullattn_decode.py decodes these
 
 
 def detect_family(config: dict[str, Any], *, block_size: int | None = None) -> Family:
@@ -117,20 +124,119 @@ def detect_family(config: dict[str, Any], *, block_size: int | None = None) -> F
                       "Fast-dLLM v2, DiffusionGemma, Qwen3.5/Qwen3-Next hybrids, AR Llama/Qwen2/Qwen3 and similar)")
 
 
-FAMILY_LABELS = {
-    "clover": "Clover block diffusion", "sdar": "SDAR block diffusion",
-    "fast_dllm_v2": "Fast-dLLM v2 block diffusion", "llada2": "LLaDA2 block diffusion (MoE)",
-    "hybrid": "Gated DeltaNet hybrid block diffusion", "diffusion_gemma": "DiffusionGemma canvas diffusion",
-    "dream": "Dream full-attention diffusion", "llada": "LLaDA 1.x full-attention diffusion",
-    "ar": "autoregressive",
-}
+# ---- the family table (docs/design.md, "The family table") ----
+
+# the generation options a family may take: `clover generate`'s flags, by click parameter name
+# (GenerationConfig's fields); the universal ones (budget, seed, stop strings) are not listed
+BLOCK_OPTIONS = frozenset({"threshold", "temperature", "top_p", "block_size", "sub_block",
+                           "repetition_penalty", "progressive_ending", "token_healing", "eos_confine"})
+EDIT_OPTIONS = frozenset({"editing", "editing_threshold", "max_post_steps"})  # LLaDA2.1 editing
+FULLATTN_OPTIONS = frozenset({"threshold", "temperature", "top_p", "block_size", "diffusion_steps"})
+# AR decoding takes its sampler's options; the threshold, sub-blocks and EOS confinement hold
+# trivially at one token per forward (a block of one), so they are taken too
+AR_OPTIONS = frozenset({"threshold", "temperature", "top_p", "sub_block", "repetition_penalty",
+                        "token_healing", "eos_confine"})
+OPTIONS = BLOCK_OPTIONS | EDIT_OPTIONS | FULLATTN_OPTIONS
+# the markup a family's chat template teaches for a tool call (clover_cli/agent/parsing.py reads both)
+TOOL_CALL_MARKUP = {"hermes": ("<tool_call>", "</tool_call>"), "gemma": ("<|tool_call>", "<tool_call|>")}
+
+
+@dataclass(frozen=True)
+class FamilyRow:
+    """One row of the family table: what the rest of the code asks of a family, by lookup."""
+
+    name: str  # Family.name
+    label: str  # what `clover generate` and the status line call it (`describe`)
+    short: str  # the family column of `clover models`
+    decoder: str  # "module:Class" under engine/: the decoder a request runs (imported on use)
+    network: str  # load hook (engine/loader.py): "auto" (our Qwen module where it runs the
+    #   checkpoint and native modules are on, else transformers'), "own:qwen" / "own:llada1" /
+    #   "own:llada2" (our engine/models/ module, always) or "gemma" (engine/gemma_load.py)
+    options: frozenset[str]  # the generation options (OPTIONS) its decode takes
+    tool_calls: str = "hermes"  # its tool-call markup (TOOL_CALL_MARKUP)
+    editor: str | None = None  # "module:Class": the decoder when token editing is on (LLaDA2.1)
+    unit: str = "block"  # what its unit of decoding is called
+    sampler: str | None = None  # its own sampler, which takes no threshold; None: the threshold
+    #   rule (or AR's)
+    sampler_note: str = ""  # why the options it does not take do not apply (the error's tail)
+    modes: bool = False  # decodes in the full-attention modes exact / prefix / dual
+    own_attention: bool = False  # keeps its network's attention (no block-causal kernels)
+    prompt_reuse: bool = True  # token healing and the prefix cache on its prompt path
+
+    def decoder_class(self, *, editing: bool = False) -> type:
+        """The decoder class (the editor when `editing`), imported from engine/."""
+        import importlib
+
+        module, _, cls = (self.editor if editing and self.editor else self.decoder).partition(":")
+        return getattr(importlib.import_module(f"{__package__}.{module}"), cls)
+
+    @property
+    def call_markup(self) -> tuple[str, str]:
+        """The opening and closing text of one tool call in this family's markup."""
+        return TOOL_CALL_MARKUP[self.tool_calls]
+
+    def refused(self, given: dict[str, Any], block: int) -> list[str]:
+        """The options in `given` (name -> value) this family cannot honour: ones it does not
+        take, set to anything but the state it already has (`asks_nothing`)."""
+        return [o for o, v in given.items() if o not in self.options and not asks_nothing(o, v, block)]
+
+
+def asks_nothing(option: str, value: Any, block: int) -> bool:
+    """Whether `value` asks a family that does not take `option` for nothing it lacks: the
+    option's off state (no healing, penalty 1, top-p 1, no post-fill steps), its own block, or
+    sub-blocks as large as that block. A threshold, a temperature, editing's threshold and
+    diffusion steps have no such value."""
+    if option in ("token_healing", "progressive_ending", "eos_confine", "editing"):
+        return value is False or value is None
+    if option in ("top_p", "repetition_penalty"):
+        return value == 1.0
+    if option == "max_post_steps":
+        return value == 0
+    if option == "block_size":
+        return value == block
+    if option == "sub_block":
+        return value >= block
+    return False
+
+
+_GEMMA_NOTE = ("it samples with its entropy-bound sampler, set by the checkpoint's "
+               "generation_config.json")
+_BLOCK, _AR = "block_decode:BlockDecoder", "ar_decode:ARDecoder"
+_FULLATTN, _GEMMA = "fullattn_decode:FullAttnDecoder", "gemma_decode:GemmaDecoder"
+ROWS = (
+    FamilyRow("clover", "Clover block diffusion", "Clover", _BLOCK, "auto", BLOCK_OPTIONS),
+    FamilyRow("sdar", "SDAR block diffusion", "SDAR", _BLOCK, "auto", BLOCK_OPTIONS),
+    FamilyRow("fast_dllm_v2", "Fast-dLLM v2 block diffusion", "Fast-dLLM v2", _BLOCK, "auto", BLOCK_OPTIONS),
+    FamilyRow("llada2", "LLaDA2 block diffusion (MoE)", "LLaDA2", _BLOCK, "own:llada2",
+              BLOCK_OPTIONS | EDIT_OPTIONS, editor="edit_decode:EditDecoder"),
+    FamilyRow("hybrid", "Gated DeltaNet hybrid block diffusion", "GDN hybrid", _BLOCK, "auto", BLOCK_OPTIONS),
+    FamilyRow("dream", "Dream full-attention diffusion", "Dream", _FULLATTN, "own:qwen", FULLATTN_OPTIONS,
+              modes=True, own_attention=True, prompt_reuse=False),
+    FamilyRow("llada", "LLaDA 1.x full-attention diffusion", "LLaDA 1.x", _FULLATTN, "own:llada1",
+              FULLATTN_OPTIONS, modes=True, own_attention=True, prompt_reuse=False),
+    FamilyRow("diffusion_gemma", "DiffusionGemma canvas diffusion", "DiffusionGemma", _GEMMA, "gemma",
+              frozenset(), tool_calls="gemma", unit="canvas", sampler="entropy-bound",
+              sampler_note=_GEMMA_NOTE, own_attention=True, prompt_reuse=False),
+    FamilyRow("ar", "autoregressive", "AR", _AR, "auto", AR_OPTIONS),
+)
+FAMILIES = {row.name: row for row in ROWS}
+
+
+def with_modes() -> tuple[str, ...]:
+    """The families that decode in the full-attention modes (engine/fullattn_parts.py)."""
+    return tuple(row.name for row in ROWS if row.modes)
+
+
+def short_name(name: str, *, recurrent: bool = False) -> str:
+    """The family column of `clover models` (a Gated DeltaNet AR release: `GDN hybrid (AR)`)."""
+    row = FAMILIES[name]
+    return f"GDN hybrid ({row.short})" if recurrent and row.decoder == _AR else row.short
 
 
 def describe(family: Family) -> str:
     """One line naming the detected family for the user, e.g. `SDAR block diffusion (sdar, block 4)`."""
-    label = FAMILY_LABELS.get(family.name, family.name)
-    if family.name == "ar":
+    row = family.row
+    if not family.is_diffusion:
         kind = "Gated DeltaNet hybrid, " if family.recurrent else ""
-        return f"{label} ({kind}{family.hf_model_type})"
-    unit = "canvas" if family.name == "diffusion_gemma" else "block"
-    return f"{label} ({family.hf_model_type}, {unit} {family.block_size})"
+        return f"{row.label} ({kind}{family.hf_model_type})"
+    return f"{row.label} ({family.hf_model_type}, {row.unit} {family.block_size})"

@@ -9,12 +9,14 @@ import json
 import torch
 import torch.nn.functional as F
 
+from .families import FAMILIES, with_modes
+
 MODES = ("exact", "prefix", "dual")
 DEFAULT_MODE = "dual"  # measured faster than prefix on the tiny model (docs/engine.md)
 MODE_LABELS = {"exact": "exact (reference)", "prefix": "prefix cache (approx)",
                "dual": "dual cache (approx)"}
 DREAM_ALGS = ("origin", "maskgit_plus", "topk_margin", "entropy")
-FULL_ATTENTION = ("dream", "llada")
+FULL_ATTENTION = with_modes()  # Dream, LLaDA 1.x (the family table, engine/families.py)
 
 
 def resolve_mode(family_name: str, mode: str | None) -> str | None:
@@ -24,7 +26,8 @@ def resolve_mode(family_name: str, mode: str | None) -> str | None:
         raise ValueError(f"unknown diffusion mode {mode!r} (choose from {', '.join(MODES)})")
     if family_name not in FULL_ATTENTION:
         if mode is not None:
-            raise ValueError(f"--diffusion-mode applies to Dream and LLaDA 1.x checkpoints only; this "
+            names = " and ".join(FAMILIES[name].short for name in FULL_ATTENTION)
+            raise ValueError(f"--diffusion-mode applies to {names} checkpoints only; this "
                              f"model is {family_name!r}")
         return None
     return mode or DEFAULT_MODE

@@ -163,28 +163,12 @@ def _load_placed(directory: Path, name: str, placement: Placement, *, block_size
         raise ModelLoadError(f"{name}: cannot read the weights: {exc}") from None
     if raw.get("quantization_config"):  # pre-quantized (engine/prequantized.py): our networks only
         return _load_prequantized(directory, name, raw, family, placement, native)
-    if family.name == "diffusion_gemma":  # transformers' network, our sampler (engine/gemma_load.py)
+    if family.row.network == "gemma":  # transformers' network, our sampler (engine/gemma_load.py)
         return _load_diffusion_gemma(directory, name, raw, family, fields, device, dtype, native, quant)
-    if family.name == "llada2":  # no transformers class: our own module (engine/models/llada2.py)
-        return _finish(directory, name, raw, family, _load_own("llada2", directory, name, raw, dtype, device, quant),
+    own = _own_network(name, raw, family, _pick_dtype(dtype, device), native)
+    if own is not None:  # engine/models/: LLaDA2, LLaDA 1.x, Dream, Qwen-shaped natively
+        return _finish(directory, name, raw, family, _load_own(own, directory, name, raw, dtype, device, quant),
                        device, native)
-    if family.name == "llada":  # LLaDA 1.x: our own module (engine/models/llada1.py)
-        return _finish(directory, name, raw, family, _load_own("llada1", directory, name, raw, dtype, device, quant),
-                       device, native)
-    if family.name == "dream":  # Qwen2-shaped, bidirectional: engine/models/qwen.py, never transformers
-        from .models.qwen import unsupported
-
-        why = unsupported(raw, _pick_dtype(dtype, device))
-        if why is not None:
-            raise ModelLoadError(f"{name}: this Dream checkpoint is not supported ({why})")
-        return _finish(directory, name, raw, family, _load_own("qwen", directory, name, raw, dtype, device, quant),
-                       device, native)
-    if _use_native(native):
-        from .models.qwen import unsupported
-
-        if unsupported(raw, _pick_dtype(dtype, device)) is None:  # engine/models/qwen.py
-            return _finish(directory, name, raw, family,
-                           _load_own("qwen", directory, name, raw, dtype, device, quant), device, native)
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -228,20 +212,36 @@ def _load_diffusion_gemma(directory: Path, name: str, raw: dict, family: Family,
         raise ModelLoadError(f"{name}: {exc}") from None
     lm = _finish(directory, name, raw, family, _quantized(model, quant), device, native)
     lm.extra["gemma_settings"] = settings
+    lm.extra["max_new_tokens"] = settings.max_new_tokens  # the checkpoint's own default budget
     return lm
+
+
+def _own_network(name: str, raw: dict, family: Family, torch_dtype: Any, native: bool | None) -> str | None:
+    """Which network of engine/models/ loads the checkpoint (`qwen`, `llada1`, `llada2`): the
+    family's own (its load hook in engine/families.py), else our Qwen module where it runs the
+    checkpoint and native modules are on; None: transformers'. ModelLoadError (one line) when
+    the family's own module cannot run it."""
+    network = family.row.network
+    if network.startswith("own:") and network != "own:qwen":
+        return network.removeprefix("own:")
+    if network == "own:qwen" or (network == "auto" and _use_native(native)):
+        from .models.qwen import unsupported
+
+        why = unsupported(raw, torch_dtype)
+        if why is None:
+            return "qwen"
+        if network == "own:qwen":  # Qwen2-shaped, bidirectional (Dream): never transformers
+            raise ModelLoadError(f"{name}: this {family.row.short} checkpoint is not supported ({why})")
+    return None
 
 
 def _load_prequantized(directory: Path, name: str, raw: dict, family: Family, placement: Placement,
                        native: bool | None) -> LoadedModel:
     """A checkpoint quantized before download, on our own network of its family; one line for a
     family transformers runs."""
-    from .models.qwen import unsupported
     from .prequantized import describe
 
-    own = {"llada2": "llada2", "llada": "llada1"}.get(family.name)
-    if own is None and (family.name == "dream" or _use_native(native)) \
-            and unsupported(raw, _pick_dtype(placement.dtype, placement.device)) is None:
-        own = "qwen"
+    own = _own_network(name, raw, family, _pick_dtype(placement.dtype, placement.device), native)
     if own is None:
         raise ModelLoadError(f"{name}: a pre-quantized checkpoint loads on the engine's own networks only "
                              "(Qwen3/Qwen2, SDAR, Fast-dLLM v2, Dream, LLaDA, LLaDA2), not on "

@@ -129,15 +129,15 @@ def generate(ctx, model_spec, prompt, prompt_file, raw, max_new_tokens, block_si
     from clover_cli.engine.events import BlockCommitted, GenerationResult
     from clover_cli.engine.loader import ModelLoadError
 
-    from .sampler_options import budget, check_own_sampler
+    from .sampler_options import budget, check_family_options
 
     lm = load_or_exit(parse_spec_or_exit(model_spec), block_size=block_size, offline=offline)
-    check_own_sampler(ctx, lm.family.name)  # DiffusionGemma: no threshold (sampler_options.py)
+    check_family_options(ctx, lm)  # what the family does not take (sampler_options.py)
     max_new_tokens = budget(max_new_tokens, lm)
     if (lm.family.default_threshold is not None
             and ctx.get_parameter_source("threshold") is click.core.ParameterSource.DEFAULT):
         threshold = lm.family.default_threshold  # none given: the family's own (Fast-dLLM v1: 0.9)
-    own = "entropy-bound" if lm.family.name == "diffusion_gemma" else None  # the family's own sampler
+    own = lm.family.row.sampler  # the family's own sampler (DiffusionGemma: entropy-bound)
     try:
         text = prompt if raw else lm.render_chat([{"role": "user", "content": prompt}])
     except ModelLoadError as exc:
@@ -150,7 +150,8 @@ def generate(ctx, model_spec, prompt, prompt_file, raw, max_new_tokens, block_si
     cfg = GenerationConfig(max_new_tokens=max_new_tokens, block_size=block_size, threshold=threshold,
                            temperature=temperature, top_p=top_p, seed=seed, stop=tuple(stop),
                            repetition_penalty=repetition_penalty, progressive_ending=progressive_ending,
-                           token_healing=(raw and own is None) if token_healing is None else token_healing,
+                           token_healing=(raw and "token_healing" in lm.family.row.options
+                                          if token_healing is None else token_healing),
                            sub_block_size=sub_block, eos_confine=eos_confine, editing=editing,
                            editing_threshold=editing_threshold, max_post_steps=max_post_steps,
                            diffusion_mode=diffusion_mode, diffusion_steps=diffusion_steps)

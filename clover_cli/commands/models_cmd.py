@@ -120,7 +120,7 @@ def _report(machine=None) -> dict:
     """The machine's devices and every catalog checkpoint: sizes, cache state, fit per device
     (`machine`: engine/placement.py's Machine, probed when None)."""
     from clover_cli.engine import hub
-    from clover_cli.engine.catalog import CATALOG, FAMILY_NAMES
+    from clover_cli.engine.catalog import CATALOG
     from clover_cli.engine.fit import QUANTIZED_BYTES_PER_PARAM, free_bytes
     from clover_cli.engine.placement import DTYPE_BYTES, probe_machine
 
@@ -131,7 +131,7 @@ def _report(machine=None) -> dict:
     for c in CATALOG:
         raw = c.engine_config()
         size = _size(c, raw)
-        rows.append({"spec": c.spec, "repo": c.repo, "family": c.family, "family_name": FAMILY_NAMES[c.family],
+        rows.append({"spec": c.spec, "repo": c.repo, "family": c.family, "family_name": c.family_name,
                      "params": c.params, "params_from": c.params_from, "fixed_bytes": c.fixed_bytes,
                      "source": c.source, "note": c.note, "config": raw,
                      "bytes": {k: (None if size is None else size.bytes_quantized(k)

@@ -1,49 +1,54 @@
-"""`clover generate` options against a family's own sampler (docs/engine.md, "DiffusionGemma").
+"""`clover generate` options against the family's decode (docs/design.md, "The family table").
 
-DiffusionGemma denoises with its entropy-bound sampler, whose settings (steps, temperature
-schedule, entropy bound, stopping) come from the checkpoint's generation_config.json. The
-threshold rule and the other block-decoding knobs do not apply to it: passing one explicitly is
-an error (one line, exit 2), so nobody believes a setting took effect when it did not.
+Each family takes some of the generation options (engine/families.py, `FamilyRow.options`):
+DiffusionGemma samples with its entropy-bound sampler, set by its generation_config.json, and takes
+none of them; Dream and LLaDA 1.x take no healing or repetition control; only LLaDA2 edits. An
+option the family does not take is accepted when it asks for the state the family already has
+(`--no-token-healing`, `--repetition-penalty 1`, `--no-edit`, its own block size): a script may
+pass the same flags to every model. Set to anything else it is an error (one line, exit 2), so
+nobody believes a setting took effect when it did not.
 """
 from __future__ import annotations
 
 import click
 
-# options of `clover generate` that only the threshold block decoder (and AR decoding) reads
-NOT_FOR_OWN_SAMPLER = ("threshold", "temperature", "top_p", "block_size", "sub_block",
-                       "repetition_penalty", "progressive_ending", "token_healing", "eos_confine")
+# the option whose flag is not its parameter's name
+_FLAGS = {"editing": "--edit"}
 
 
-def explicit(ctx: click.Context, names: tuple[str, ...]) -> list[str]:
+def explicit(ctx: click.Context, names) -> list[str]:
     """The options among `names` the user gave on the command line (or in the environment)."""
     given = []
     for name in names:
         source = ctx.get_parameter_source(name)
         if source is not None and source not in (click.core.ParameterSource.DEFAULT,
                                                  click.core.ParameterSource.DEFAULT_MAP):
-            given.append("--" + name.replace("_", "-"))
+            given.append(name)
     return given
 
 
-def check_own_sampler(ctx: click.Context, family_name: str) -> None:
-    """Exit 2 with one line when an option the family's own sampler ignores was given."""
-    if family_name != "diffusion_gemma":
-        return
-    given = explicit(ctx, NOT_FOR_OWN_SAMPLER)
-    if given:
-        click.echo(f"clover: error: {', '.join(given)} does not apply to DiffusionGemma: it samples "
-                   "with its entropy-bound sampler, set by the checkpoint's generation_config.json",
+def flag(name: str) -> str:
+    """The command-line flag of an option, e.g. `--top-p` for top_p."""
+    return _FLAGS.get(name, "--" + name.replace("_", "-"))
+
+
+def check_family_options(ctx: click.Context, lm) -> None:
+    """Exit 2 with one line when an option was given that the model's family cannot honour."""
+    from clover_cli.engine.families import OPTIONS
+
+    row = lm.family.row
+    given = {name: ctx.params[name] for name in explicit(ctx, sorted(OPTIONS)) if name in ctx.params}
+    refused = row.refused(given, lm.block_size)  # the block it decodes (--block-size where it takes one)
+    if refused:
+        why = row.sampler_note or "its decode does not take it (docs/design.md, \"The family table\")"
+        click.echo(f"clover: error: {', '.join(flag(n) for n in refused)} does not apply to {row.short}: {why}",
                    err=True)
         ctx.exit(2)
 
 
 def budget(max_new_tokens: int | None, lm) -> int:
     """--max-new-tokens, else the checkpoint's own default (DiffusionGemma: generation_config.json's
-    max_new_tokens), else 256."""
+    max_new_tokens, set by its load hook), else 256."""
     if max_new_tokens is not None:
         return max_new_tokens
-    if lm.family.name == "diffusion_gemma":
-        from clover_cli.engine.gemma_decode import settings_of
-
-        return settings_of(lm).max_new_tokens
-    return 256
+    return int(lm.extra.get("max_new_tokens") or 256)

@@ -72,13 +72,13 @@ class EngineBackend(ModelBackend):
         placement = self.lm.placement  # device · dtype · weight format (engine/placement.py)
         info.update(placement=placement.label(), device=placement.device, dtype=placement.dtype,
                     weight_format=placement.weights)
-        family = self.lm.family.name
+        row = self.lm.family.row  # the family table (engine/families.py)
         if self.mode_label:
             info["mode"] = self.mode_label
-        elif family == "diffusion_gemma":
-            info.update(mode=f"canvas {self.block_size} · entropy-bound", threshold=None,
+        elif row.sampler:  # its own sampler: no threshold, a canvas rather than blocks
+            info.update(mode=f"{row.unit} {self.block_size} · {row.sampler}", threshold=None,
                         block_size=None)
-        elif family == "llada2":
+        elif row.editor:
             from clover_cli.engine.edit_decode import is_llada21
 
             if is_llada21(self.lm):

@@ -173,12 +173,25 @@ def test_the_cli_budget_defaults_to_the_generation_config(gemma, clover):
     assert obj["blocks"] == 2 or obj["finish_reason"] == "eos"
 
 
-@pytest.mark.parametrize("flag", [["--threshold", "0.9"], ["--temperature", "0.5"]])
+@pytest.mark.parametrize("flag", [["--threshold", "0.9"], ["--temperature", "0.5"], ["--token-healing"],
+                                  ["--edit"], ["--block-size", "8"], ["--repetition-penalty", "1.1"]])
 def test_the_cli_refuses_options_the_sampler_ignores(gemma, clover, flag):
     out = clover("generate", "--model", str(gemma[0]), "--raw", "--prompt", "t1050", *flag)
     assert out.exit_code == 2
     line = out.stderr.strip()
     assert line.startswith(f"clover: error: {flag[0]} does not apply to DiffusionGemma") and "\n" not in line
+
+
+def test_the_cli_accepts_flags_that_ask_for_what_the_sampler_already_does(gemma, clover):
+    """A script passing the same flags to every model: off, or the canvas it has (issue 49)."""
+    path, lm = gemma
+    out = clover("generate", "--model", str(path), "--raw", "--json", "--seed", "3", "--prompt", "t1050",
+                 "--max-new-tokens", str(CANVAS), "--no-token-healing", "--repetition-penalty", "1",
+                 "--top-p", "1", "--no-edit", "--max-post-steps", "0", "--block-size", str(CANVAS),
+                 "--sub-block", str(CANVAS))
+    assert out.exit_code == 0, out.stderr
+    obj = json.loads(out.stdout)
+    assert obj["token_ids"] == reference(lm.model, obj["prompt_ids"], 3, max_new_tokens=CANVAS)
 
 
 @pytest.mark.slow  # the real 262,144-token vocabulary: every step's softmax and sampling over it

@@ -273,3 +273,15 @@ def test_the_cached_modes_default_to_fast_dllm_threshold_unless_one_is_set(dream
     (tmp_path / "clover").mkdir()
     (tmp_path / "clover" / "config.toml").write_text("threshold = 0.95\n")
     assert chosen_threshold(load_settings(None)) == 0.95  # the user's own choice is kept
+
+
+def test_generate_accepts_what_full_attention_already_does_and_refuses_the_rest(dream, clover):
+    """--no-token-healing, --repetition-penalty 1, --no-edit ask for nothing Dream lacks; asking
+    for healing or repetition control is one line (docs/design.md, "The family table")."""
+    args = ("generate", "--model", str(dream[0]), "--raw", "--prompt", "t1000", "--max-new-tokens", "4")
+    out = clover(*args, "--no-token-healing", "--repetition-penalty", "1", "--no-edit", "--max-post-steps", "0")
+    assert out.exit_code == 0, out.stderr
+    for flags in (["--token-healing"], ["--repetition-penalty", "1.2"], ["--sub-block", "4"]):
+        out = clover(*args, *flags)
+        lines = out.stderr.strip().splitlines()
+        assert out.exit_code == 2 and len(lines) == 1 and f"{flags[0]} does not apply to Dream" in lines[0]

@@ -145,4 +145,7 @@ def test_clover_generate_switches_editing(llada2, clover):
     bad = clover("generate", "--model", "tiny", "--raw", "--prompt", "def f", "--max-new-tokens", "4",
                  "--edit")
     lines = bad.stderr.strip().splitlines()
-    assert bad.exit_code == 2 and len(lines) == 1 and "token editing is LLaDA2.1's decode" in lines[0]
+    assert bad.exit_code == 2 and len(lines) == 1 and "--edit does not apply to Clover" in lines[0]
+    off = clover("generate", "--model", "tiny", "--raw", "--prompt", "def f", "--max-new-tokens", "4",
+                 "--no-edit", "--max-post-steps", "0")  # what it already does: accepted
+    assert off.exit_code == 0, off.stderr
