@@ -203,11 +203,14 @@ class CheckpointStore:
             entry["after"] = _state(self.root, entry["path"])
         self._save(cp, complete=True)
 
-    def restore(self, cp: Checkpoint) -> None:
-        """Put back every file of `cp` (rolling back a write that failed halfway) and drop it.
-        If putting a file back fails, the checkpoint stays (incomplete) for `clover undo`."""
-        self._restore_entries(cp.directory, cp.entries)
+    def restore(self, cp: Checkpoint) -> list[str]:
+        """Roll back a write that failed halfway: put back every file of `cp` that is no longer
+        as saved, drop `cp`, and return those paths ([]: the write changed nothing). If putting a
+        file back fails, the checkpoint stays (incomplete) for `clover undo`."""
+        changed = [e for e in cp.entries if not _unchanged(self.root, e)]
+        self._restore_entries(cp.directory, changed)
         shutil.rmtree(cp.directory, ignore_errors=True)
+        return [e["path"] for e in changed]
 
     # -- undo side ------------------------------------------------------------------------
     def list(self) -> list[dict]:
@@ -297,7 +300,7 @@ class CheckpointStore:
         if removed:
             parts.append("removed created " + ", ".join(removed))
         left = len(ids) - len(loaded)
-        tail = f". {left} earlier checkpoint{'s' if left != 1 else ''} remain."
+        tail = f". {left} earlier checkpoint{'s remain' if left != 1 else ' remains'}."
         numbers = sorted(position[cp_id] for cp_id, _, _ in loaded)
         details = {"checkpoint": numbers[-1], "checkpoints": numbers,
                    "ids": sorted(cp_id for cp_id, _, _ in loaded), "restored": restored,
@@ -375,6 +378,21 @@ class CheckpointStore:
                 fsat.remove(self.root, rel)
                 if e.get("created_dir"):
                     fsat.remove_empty_dirs(self.root, rel.rsplit("/", 1)[0], e["created_dir"])
+
+
+def _unchanged(root: Path, e: dict) -> bool:
+    """Whether an entry's path (and the folder it would have created) is still as saved."""
+    try:
+        now = fsat.probe(root, e["path"])
+        if now.kind != e["kind"]:
+            return False
+        if now.kind == "absent":
+            return not e.get("created_dir") or fsat.probe(root, e["created_dir"], read=False).kind == "absent"
+    except (OSError, ValueError):
+        return False
+    if now.kind == "link":
+        return now.link == e.get("link")
+    return now.mode == e.get("mode") and hashlib.sha256(now.data or b"").hexdigest() == e.get("sha256")
 
 
 def _mentions(cp_dir: Path, group: str) -> bool:
