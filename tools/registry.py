@@ -198,7 +198,7 @@ def _dispatch(name: str) -> Callable[..., ToolResult]:
 
 def run_tool(name: str, args: dict, root: Path, *, on_output: Callable[[str], None] | None = None,
              timeout: float | None = None,
-             cancel: threading.Event | None = None) -> ToolResult:
+             cancel: threading.Event | None = None, sandbox_profile: str | None = None) -> ToolResult:
     """Run one tool. Never raises: failures come back as ok=False, and so does any exception a
     tool lets escape (details["error"] == "internal"); the output is always valid UTF-8.
 
@@ -207,6 +207,7 @@ def run_tool(name: str, args: dict, root: Path, *, on_output: Callable[[str], No
     run_shell when the call gives none; `on_output` receives run_shell's output as it arrives.
     `cancel`: when set, run_shell kills its process group within ~0.3 s and returns ok=False
     with details["cancelled"] = True; the other tools are short and ignore it.
+    `sandbox_profile`: run_shell's sandbox profile instead of the root's (tools/sandbox.py).
     """
     if name in EXTERNAL and name not in PARAMETERS:
         return EXTERNAL[name][1](args if isinstance(args, dict) else {}, cancel)
@@ -214,6 +215,8 @@ def run_tool(name: str, args: dict, root: Path, *, on_output: Callable[[str], No
         kwargs = _coerce(name, args)
     except (ToolArgumentError, ValueError, OverflowError, TypeError, RecursionError) as exc:
         return ToolResult(False, scrub(str(exc)[:300]), {"error": "bad_arguments"})
+    if name == "run_shell" and sandbox_profile:
+        kwargs["sandbox_profile"] = sandbox_profile
     result = _run(name, kwargs, Path(root), on_output, timeout, cancel)
     output = scrub(result.output) if isinstance(result.output, str) else str(result.output)
     return result if output is result.output else ToolResult(result.ok, output, result.details)

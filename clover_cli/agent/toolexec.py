@@ -130,10 +130,11 @@ def _execute(call_id: str, name: str, args: dict, ctx: CallContext) -> Iterator[
             yield Notice("Approved this call only: a command like this is never remembered (it could run anything).")
     if writing and planned:
         ctx.before_write(planned)
-    return (yield from _run_streaming(call_id, name, args, ctx))
+    return (yield from _run_streaming(call_id, name, args, ctx, decision.sandbox))
 
 
-def _run_streaming(call_id: str, name: str, args: dict, ctx: CallContext) -> Iterator[AgentEvent]:
+def _run_streaming(call_id: str, name: str, args: dict, ctx: CallContext,
+                   sandbox: str = "") -> Iterator[AgentEvent]:
     """Runs the tool in a worker thread and yields its output chunks as they come.
 
     The agent's cancel event goes to the tool (run_shell kills its process group). If the tool
@@ -146,7 +147,7 @@ def _run_streaming(call_id: str, name: str, args: dict, ctx: CallContext) -> Ite
 
     def work() -> None:
         try:
-            holder["result"] = _call_tool(registry.run_tool, name, args, ctx, chunks.put)
+            holder["result"] = _call_tool(registry.run_tool, name, args, ctx, chunks.put, sandbox)
         except Exception as e:  # a tool bug must not kill the session; the model reads it
             holder["result"] = _crash_result(name, e)
         finally:
@@ -180,15 +181,17 @@ def _run_streaming(call_id: str, name: str, args: dict, ctx: CallContext) -> Ite
     return result
 
 
-def _call_tool(run_tool: Callable, name: str, args: dict, ctx: CallContext, on_output) -> ToolResult:
-    """run_tool with the cancel event when the tools layer accepts one."""
-    if _accepts_cancel(run_tool):
-        return run_tool(name, args, ctx.root, on_output=on_output, timeout=ctx.timeout, cancel=ctx.cancel)
-    return run_tool(name, args, ctx.root, on_output=on_output, timeout=ctx.timeout)
+def _call_tool(run_tool: Callable, name: str, args: dict, ctx: CallContext, on_output,
+               sandbox: str = "") -> ToolResult:
+    """run_tool with the cancel event and the sandbox profile when the tools layer accepts them."""
+    extra = {"sandbox_profile": sandbox} if sandbox and _accepts(run_tool, "sandbox_profile") else {}
+    if _accepts(run_tool, "cancel"):
+        extra["cancel"] = ctx.cancel
+    return run_tool(name, args, ctx.root, on_output=on_output, timeout=ctx.timeout, **extra)
 
 
-def _accepts_cancel(fn: Callable) -> bool:
+def _accepts(fn: Callable, parameter: str) -> bool:
     try:
-        return "cancel" in inspect.signature(fn).parameters
+        return parameter in inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return False
