@@ -5,13 +5,12 @@ ToolResult through StopIteration (use `result = yield from execute_call(...)`).
 """
 from __future__ import annotations
 
-import inspect
 import posixpath
 import queue
 import threading
 import time
 from concurrent.futures import Future, TimeoutError as FutureTimeout
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -20,6 +19,8 @@ from clover_cli.agent.events import AgentEvent, ApprovalAnswer, ApprovalRequeste
 from clover_cli.agent.prompt_files import observation
 from clover_cli.agent.queues import STOPPED, next_item
 from clover_cli.tools.base import ToolResult
+from clover_cli.tools.registry import ToolArgumentError
+from clover_cli.tools.toolset import ToolSet
 
 _DONE = object()
 CANCEL_GRACE = 3.0  # seconds a cancelled tool gets to stop before the turn goes on without it
@@ -34,6 +35,7 @@ class CallContext:
     timeout: float | None
     before_write: Callable[[list[str]], None]  # called with planned writes before a writing tool runs
     log: Callable[[dict], None]
+    tools: ToolSet = field(default_factory=ToolSet)  # the agent's own tools (built-ins and its MCP ones)
 
 
 def _norm(path: str) -> str:
@@ -88,17 +90,16 @@ def _crash_result(name: str, e: BaseException) -> ToolResult:
 
 
 def _execute(call_id: str, name: str, args: dict, ctx: CallContext) -> Iterator[AgentEvent]:
-    from clover_cli.tools import registry
-
+    tools = ctx.tools
     try:  # a call no tool can run (unknown tool, wrong types, over a size limit) is answered
-        registry.validate_args(name, args)  # before anyone is asked to approve it
-    except (registry.ToolArgumentError, ValueError, OverflowError, TypeError, RecursionError) as exc:
+        tools.validate_args(name, args)  # before anyone is asked to approve it
+    except (ToolArgumentError, ValueError, OverflowError, TypeError, RecursionError) as exc:
         return ToolResult(False, str(exc)[:300], {"error": "bad_arguments"})
-    writing = registry.is_writing_tool(name)
+    writing = tools.is_writing(name)
     planned: list[str] = []
     if writing or ctx.protected_paths:
         try:
-            planned = list(registry.planned_writes(name, args, ctx.root))
+            planned = list(tools.planned_writes(name, args, ctx.root))
         except Exception:  # a bad call: run_tool reports the argument error itself
             planned = []
     hit = protected_hit(planned, ctx.protected_paths) if ctx.protected_paths else None
@@ -109,7 +110,7 @@ def _execute(call_id: str, name: str, args: dict, ctx: CallContext) -> Iterator[
         return ToolResult(False, observation("refused", name=name, reason=decision.reason), {"error": "refused"})
     if decision.verdict == "ask":
         try:
-            summary = registry.preview(name, args, ctx.root)
+            summary = tools.preview(name, args, ctx.root)
         except Exception as e:  # preview of a malformed call: show the arguments instead
             summary = f"{name} {args} ({e})"
         future: Future = Future()
@@ -139,15 +140,14 @@ def _run_streaming(call_id: str, name: str, args: dict, ctx: CallContext,
 
     The agent's cancel event goes to the tool (run_shell kills its process group). If the tool
     has not stopped CANCEL_GRACE seconds after a cancel, the turn goes on without it."""
-    from clover_cli.tools import registry
-
     chunks: queue.Queue = queue.Queue()
     holder: dict[str, ToolResult] = {}
     output: list[str] = []
 
     def work() -> None:
         try:
-            holder["result"] = _call_tool(registry.run_tool, name, args, ctx, chunks.put, sandbox)
+            holder["result"] = ctx.tools.run(name, args, ctx.root, on_output=chunks.put, timeout=ctx.timeout,
+                                             cancel=ctx.cancel, sandbox_profile=sandbox or None)
         except Exception as e:  # a tool bug must not kill the session; the model reads it
             holder["result"] = _crash_result(name, e)
         finally:
@@ -179,19 +179,3 @@ def _run_streaming(call_id: str, name: str, args: dict, ctx: CallContext,
         text = result.output if note in (result.output or "") else (result.output or "").rstrip() + "\n" + note
         return ToolResult(False, text.lstrip("\n"), {**(result.details or {}), "error": "cancelled", "cancelled": True})
     return result
-
-
-def _call_tool(run_tool: Callable, name: str, args: dict, ctx: CallContext, on_output,
-               sandbox: str = "") -> ToolResult:
-    """run_tool with the cancel event and the sandbox profile when the tools layer accepts them."""
-    extra = {"sandbox_profile": sandbox} if sandbox and _accepts(run_tool, "sandbox_profile") else {}
-    if _accepts(run_tool, "cancel"):
-        extra["cancel"] = ctx.cancel
-    return run_tool(name, args, ctx.root, on_output=on_output, timeout=ctx.timeout, **extra)
-
-
-def _accepts(fn: Callable, parameter: str) -> bool:
-    try:
-        return parameter in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False

@@ -211,3 +211,33 @@ def test_no_process_an_mcp_server_starts_outlives_clover(tmp_path, how):
     if alive:
         os.kill(pid, signal.SIGKILL)
     assert not alive, f"the server's grandchild {pid} outlived clover ({how})"
+
+
+@pytest.mark.slow
+def test_two_agents_in_one_process_do_not_see_each_others_mcp_tools(tmp_path):
+    """Each agent's MCP tools are its own tool set: an agent made under one configuration keeps
+    its tools (and they still run) after another agent is made under a different one, which sees
+    only its own; an agent made with no servers configured has none."""
+    from clover_cli.agent.events import ToolFinished
+    from clover_cli.agent.mcp import detach
+
+    from .helpers import drive, new_agent, of
+
+    path = _configure(tmp_path)
+    repo = make_repo(tmp_path / "repo", git=False)
+    script = [call("notes.lookup_word", word="clover"), call("glossary.lookup_word", word="clover"), "ok"]
+    try:
+        first = new_agent(repo, script, approval="read-only")
+        path.write_text(path.read_text().replace("[mcp.servers.notes]", "[mcp.servers.glossary]"))
+        second = new_agent(repo, script, approval="read-only")
+        path.unlink()
+        third = new_agent(repo, script, approval="read-only")
+        names = {a: {t["function"]["name"].split(".")[0] for t in a.tools if "." in t["function"]["name"]}
+                 for a in (first, second, third)}
+        assert names == {first: {"notes"}, second: {"glossary"}, third: set()}
+        results = {a: [(e.name, e.ok) for e in of(drive(a, "look"), ToolFinished)] for a in (first, second, third)}
+        assert results[first] == [("notes.lookup_word", True), ("glossary.lookup_word", False)]
+        assert results[second] == [("notes.lookup_word", False), ("glossary.lookup_word", True)]
+        assert results[third] == [("notes.lookup_word", False), ("glossary.lookup_word", False)]
+    finally:
+        detach()
