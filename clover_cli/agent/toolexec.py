@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from clover_cli.agent.approvals import ApprovalPolicy
+from clover_cli.agent.driver import INTERRUPTED
 from clover_cli.agent.events import AgentEvent, ApprovalAnswer, ApprovalRequested, Notice, ToolOutput
 from clover_cli.agent.prompt_files import observation
 from clover_cli.agent.queues import STOPPED, next_item
@@ -120,6 +121,8 @@ def _execute(call_id: str, name: str, args: dict, ctx: CallContext) -> Iterator[
             return ToolResult(False, observation("cancelled_tool"), {"error": "cancelled"})
         ctx.log({"type": "approval", "call_id": call_id, "name": name, "decision": answer.decision,
                  "feedback": answer.feedback, "always_key": decision.always_key})
+        if answer.decision == "no" and (ctx.cancel.is_set() or answer.feedback == INTERRUPTED):
+            return ToolResult(False, observation("interrupted_approval", name=name), {"error": "cancelled"})
         if answer.decision == "no":
             text = (observation("denied_feedback", name=name, feedback=answer.feedback) if answer.feedback
                     else observation("denied", name=name))
