@@ -66,7 +66,7 @@ def test_mcp_list_shows_servers_and_tools(tmp_path):
     _configure(tmp_path)
     p = clover("mcp", "list")
     assert p.returncode == 0, p.stderr
-    assert "notes  (stdio:" in p.stdout and "4 tools" in p.stdout
+    assert "notes  (stdio:" in p.stdout and "5 tools" in p.stdout
     lines = {ln.split()[0]: ln for ln in p.stdout.splitlines() if ln.startswith("  ")}
     assert "read-only" in lines["notes.lookup_word"] and "writes" in lines["notes.save_note"]
 
@@ -241,3 +241,14 @@ def test_two_agents_in_one_process_do_not_see_each_others_mcp_tools(tmp_path):
         assert results[third] == [("notes.lookup_word", False), ("glossary.lookup_word", False)]
     finally:
         detach()
+
+
+@pytest.mark.slow
+def test_text_mode_shows_an_mcp_tools_json_result_on_one_line(tmp_path):
+    _configure(tmp_path, extra="")
+    repo = make_repo(tmp_path / "repo", git=False)
+    spec = replay(tmp_path, [call("notes.word_facts", word="clover"), "Done."])
+    p = clover_in_process("run", "facts", "--model", spec, "--root", str(repo), "--approval", "yolo")
+    assert p.returncode == 0, p.stdout + p.stderr
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith("> notes.word_facts"))
+    assert line.endswith('-> ok: {"word": "clover", "leaves": 3, "kind": "plant"}'), line
