@@ -170,6 +170,7 @@ class Agent(AgentControls, ContextFitting):
             run.stats.context_window = self.config.context_window or self.backend.context_window
             info = self.backend.info
             run.stats.placement = {k: info[k] for k in ("device", "dtype", "weight_format") if k in info}
+            run.stats.scripted = str(info.get("name", "")).startswith("replay:")
             completion = None
             for item in self.backend.stream(self._messages, self.tools,
                                             max_new_tokens=self.config.max_new_tokens, cancel=self._cancel):
