@@ -30,7 +30,7 @@ from typing import Iterator
 
 from . import fsat
 from .base import ToolResult
-from .checkpoint_manifest import CheckpointCorrupt, dump, load
+from .checkpoint_manifest import CheckpointCorrupt, dump, load, unchanged
 from .lock import LockError, repo_lock
 from .paths import PRIVATE_DIR
 from .statedir import repo_state_dir
@@ -207,7 +207,7 @@ class CheckpointStore:
         """Roll back a write that failed halfway: put back every file of `cp` that is no longer
         as saved, drop `cp`, and return those paths ([]: the write changed nothing). If putting a
         file back fails, the checkpoint stays (incomplete) for `clover undo`."""
-        changed = [e for e in cp.entries if not _unchanged(self.root, e)]
+        changed = [e for e in cp.entries if not unchanged(self.root, e)]
         self._restore_entries(cp.directory, changed)
         shutil.rmtree(cp.directory, ignore_errors=True)
         return [e["path"] for e in changed]
@@ -378,21 +378,6 @@ class CheckpointStore:
                 fsat.remove(self.root, rel)
                 if e.get("created_dir"):
                     fsat.remove_empty_dirs(self.root, rel.rsplit("/", 1)[0], e["created_dir"])
-
-
-def _unchanged(root: Path, e: dict) -> bool:
-    """Whether an entry's path (and the folder it would have created) is still as saved."""
-    try:
-        now = fsat.probe(root, e["path"])
-        if now.kind != e["kind"]:
-            return False
-        if now.kind == "absent":
-            return not e.get("created_dir") or fsat.probe(root, e["created_dir"], read=False).kind == "absent"
-    except (OSError, ValueError):
-        return False
-    if now.kind == "link":
-        return now.link == e.get("link")
-    return now.mode == e.get("mode") and hashlib.sha256(now.data or b"").hexdigest() == e.get("sha256")
 
 
 def _mentions(cp_dir: Path, group: str) -> bool:

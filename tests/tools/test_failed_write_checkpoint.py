@@ -22,18 +22,22 @@ NOBODY = 65534
 CLONE_NEWNS = 0x00020000
 
 
-def _in_child(setup) -> dict:
-    """Runs setup() and then write_file hello.py + undo in a forked child; their outputs."""
+WRITE = ("write_file", {"path": "hello.py", "content": "print('hi')\n"})
+
+
+def _in_child(setup, tool=WRITE) -> dict:
+    """Runs setup() and then the tool call (write_file hello.py) + undo in a forked child."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read)
         try:
             repo = setup()
-            result = run_tool("write_file", {"path": "hello.py", "content": "print('hi')\n"}, repo)
+            result = run_tool(*tool, repo)
             store = CheckpointStore(repo)
             out = {"ok": result.ok, "output": result.output, "checkpoints": len(store.list()),
-                   "undo": store.undo().output, "exists": (repo / "hello.py").exists()}
+                   "undo": store.undo().output, "exists": (repo / "hello.py").exists(),
+                   "a": (repo / "a.py").read_text() if (repo / "a.py").exists() else None}
         except BaseException as exc:  # reported to the parent, never a second pytest run
             out = {"skip": f"{type(exc).__name__}: {exc}"}
         os.write(write, json.dumps(out).encode())
@@ -76,16 +80,41 @@ def test_read_only_repository_as_an_unprivileged_user(base):
     state.mkdir()
 
     def setup() -> Path:
-        if os.geteuid() == 0:
-            for p in (repo, state):
-                os.chown(p, NOBODY, NOBODY)
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-        os.environ["XDG_STATE_HOME"] = str(state)
+        _as_nobody(repo, state)
         repo.chmod(0o555)
         return repo
 
     _check(_in_child(setup))
+
+
+def _as_nobody(repo: Path, state: Path) -> None:
+    if os.geteuid() == 0:
+        for p in (repo, state, *repo.iterdir()):
+            os.chown(p, NOBODY, NOBODY)
+        os.setgid(NOBODY)
+        os.setuid(NOBODY)
+    os.environ["XDG_STATE_HOME"] = str(state)
+
+
+def test_a_write_that_fails_halfway_puts_back_only_what_it_changed(base):
+    repo, state = base / "repo", base / "state"
+    (repo / "locked").mkdir(parents=True)
+    (repo / "a.py").write_text("A = 1\n")
+    state.mkdir()
+    patch = ("--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-A = 1\n+A = 2\n"
+             "--- /dev/null\n+++ b/locked/new.py\n@@ -0,0 +1 @@\n+B = 1\n")
+
+    def setup() -> Path:
+        _as_nobody(repo, state)
+        (repo / "locked").chmod(0o555)
+        return repo
+
+    out = _in_child(setup, ("apply_patch", {"patch": patch}))
+    if "skip" in out:
+        pytest.skip(out["skip"])
+    assert out["ok"] is False and out["a"] == "A = 1\n"
+    assert "every file was restored (a.py): cannot write locked/new.py" in out["output"], out["output"]
+    assert "undo" not in out["output"] and out["checkpoints"] == 0
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("mount"), reason="needs root to mount")
