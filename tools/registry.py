@@ -9,7 +9,7 @@ import math
 import threading
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from .argcheck import argument_error, path_error, scrub
 from .base import ToolResult
