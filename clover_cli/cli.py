@@ -44,6 +44,13 @@ class LazyGroup(click.Group):
         module = importlib.import_module(f"clover_cli.commands.{module_name}")
         return getattr(module, attr)
 
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        """click's, with the lazy commands as the "Did you mean" candidates (`clover fxi`)."""
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.NoSuchCommand:
+            raise click.exceptions.NoSuchCommand(str(args[0]), possibilities=list(COMMANDS), ctx=ctx) from None
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):

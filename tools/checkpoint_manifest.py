@@ -9,6 +9,7 @@ import os
 import re
 from pathlib import Path
 
+from . import fsat
 from .paths import PathError, check_state_path
 
 VERSION = 2
@@ -111,3 +112,18 @@ def _check_link(root: Path, rel: str, target: object) -> None:
     where = os.path.normpath(os.path.join(base, os.path.dirname(rel), target))
     if where != str(base) and not where.startswith(str(base) + os.sep):
         raise CheckpointCorrupt(f"the saved symlink {rel} -> {target} leads outside the root")
+
+
+def unchanged(root: Path, e: dict) -> bool:
+    """Whether a manifest entry's path (and the folder it would have created) is still as saved."""
+    try:
+        now = fsat.probe(root, e["path"])
+        if now.kind != e["kind"]:
+            return False
+        if now.kind == "absent":
+            return not e.get("created_dir") or fsat.probe(root, e["created_dir"], read=False).kind == "absent"
+    except (OSError, ValueError):
+        return False
+    if now.kind == "link":
+        return now.link == e.get("link")
+    return now.mode == e.get("mode") and hashlib.sha256(now.data or b"").hexdigest() == e.get("sha256")

@@ -30,7 +30,7 @@ from typing import Iterator
 
 from . import fsat
 from .base import ToolResult
-from .checkpoint_manifest import CheckpointCorrupt, dump, load
+from .checkpoint_manifest import CheckpointCorrupt, dump, load, unchanged
 from .lock import LockError, repo_lock
 from .paths import PRIVATE_DIR
 from .statedir import repo_state_dir
@@ -203,11 +203,14 @@ class CheckpointStore:
             entry["after"] = _state(self.root, entry["path"])
         self._save(cp, complete=True)
 
-    def restore(self, cp: Checkpoint) -> None:
-        """Put back every file of `cp` (rolling back a write that failed halfway) and drop it.
-        If putting a file back fails, the checkpoint stays (incomplete) for `clover undo`."""
-        self._restore_entries(cp.directory, cp.entries)
+    def restore(self, cp: Checkpoint) -> list[str]:
+        """Roll back a write that failed halfway: put back every file of `cp` that is no longer
+        as saved, drop `cp`, and return those paths ([]: the write changed nothing). If putting a
+        file back fails, the checkpoint stays (incomplete) for `clover undo`."""
+        changed = [e for e in cp.entries if not unchanged(self.root, e)]
+        self._restore_entries(cp.directory, changed)
         shutil.rmtree(cp.directory, ignore_errors=True)
+        return [e["path"] for e in changed]
 
     # -- undo side ------------------------------------------------------------------------
     def list(self) -> list[dict]:
@@ -297,7 +300,7 @@ class CheckpointStore:
         if removed:
             parts.append("removed created " + ", ".join(removed))
         left = len(ids) - len(loaded)
-        tail = f". {left} earlier checkpoint{'s' if left != 1 else ''} remain."
+        tail = f". {left} earlier checkpoint{'s remain' if left != 1 else ' remains'}."
         numbers = sorted(position[cp_id] for cp_id, _, _ in loaded)
         details = {"checkpoint": numbers[-1], "checkpoints": numbers,
                    "ids": sorted(cp_id for cp_id, _, _ in loaded), "restored": restored,

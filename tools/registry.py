@@ -1,5 +1,7 @@
 """The tool registry: names, JSON schemas (descriptions from prompts/tools/), argument
-validation and the single entry point `run_tool` used by the agent and `clover tool`."""
+validation and the single entry point `run_tool` used by `clover tool`. The module functions know
+the built-in tools only; an agent's own tool set (`ToolSet`: the built-ins plus its MCP servers'
+tools) is what the agent loop uses, so two agents in one process never share external tools."""
 from __future__ import annotations
 
 import json
@@ -7,7 +9,7 @@ import math
 import threading
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from .argcheck import argument_error, path_error, scrub
 from .base import ToolResult
@@ -33,8 +35,13 @@ MAX_NUMBER_CHARS = 40
 WRITING_TOOLS = frozenset({"apply_patch", "edit_file", "write_file"})
 
 
-# Tools from outside (the user's MCP servers, clover_cli/agent/mcp): name -> (schema, run, writing)
-EXTERNAL: dict[str, tuple[dict, Callable[[dict, Any], ToolResult], bool]] = {}
+
+class ExternalTool(NamedTuple):
+    """A tool from outside (a user's MCP server, clover_cli/agent/mcp): its function schema, how
+    to run it (`run(args, cancel)`), and whether it counts as writing."""
+    schema: dict
+    run: Callable[[dict, Any], ToolResult]
+    writing: bool
 
 
 class ToolArgumentError(ValueError):
@@ -76,7 +83,7 @@ def tool_schemas() -> list[dict]:
             "name": name, "description": desc,
             "parameters": {"type": "object", "properties": props,
                            "required": [a for a, (_, req) in params.items() if req]}}})
-    return out + [schema for schema, _, _ in EXTERNAL.values()]
+    return out
 
 
 def _coerce(name: str, args: Any) -> dict:
@@ -162,18 +169,13 @@ def _coerce_number(typ: str, value: Any, bad: ToolArgumentError) -> int | float:
 
 
 def validate_args(name: str, args: Any) -> None:
-    """Raise ToolArgumentError when `name` is unknown or `args` do not fit its schema. An
-    external (MCP) tool's arguments are its server's to check; here they must be a JSON object."""
-    if name in EXTERNAL and name not in PARAMETERS:
-        if args is not None and not isinstance(args, dict):
-            raise ToolArgumentError(f"{name}: arguments must be a JSON object, got {type(args).__name__}")
-        return
+    """Raise ToolArgumentError when `name` is unknown or `args` do not fit its schema."""
     _coerce(name, args)
 
 
 def is_writing_tool(name: str) -> bool:
-    """Whether the tool changes files (and therefore checkpoints and needs edit approval)."""
-    return name in WRITING_TOOLS or (name in EXTERNAL and EXTERNAL[name][2])
+    """Whether the built-in tool changes files (and therefore checkpoints and needs edit approval)."""
+    return name in WRITING_TOOLS
 
 
 def _dispatch(name: str) -> Callable[..., ToolResult]:
@@ -198,7 +200,7 @@ def _dispatch(name: str) -> Callable[..., ToolResult]:
 
 def run_tool(name: str, args: dict, root: Path, *, on_output: Callable[[str], None] | None = None,
              timeout: float | None = None,
-             cancel: threading.Event | None = None) -> ToolResult:
+             cancel: threading.Event | None = None, sandbox_profile: str | None = None) -> ToolResult:
     """Run one tool. Never raises: failures come back as ok=False, and so does any exception a
     tool lets escape (details["error"] == "internal"); the output is always valid UTF-8.
 
@@ -207,13 +209,14 @@ def run_tool(name: str, args: dict, root: Path, *, on_output: Callable[[str], No
     run_shell when the call gives none; `on_output` receives run_shell's output as it arrives.
     `cancel`: when set, run_shell kills its process group within ~0.3 s and returns ok=False
     with details["cancelled"] = True; the other tools are short and ignore it.
+    `sandbox_profile`: run_shell's sandbox profile instead of the root's (tools/sandbox.py).
     """
-    if name in EXTERNAL and name not in PARAMETERS:
-        return EXTERNAL[name][1](args if isinstance(args, dict) else {}, cancel)
     try:
         kwargs = _coerce(name, args)
     except (ToolArgumentError, ValueError, OverflowError, TypeError, RecursionError) as exc:
         return ToolResult(False, scrub(str(exc)[:300]), {"error": "bad_arguments"})
+    if name == "run_shell" and sandbox_profile:
+        kwargs["sandbox_profile"] = sandbox_profile
     result = _run(name, kwargs, Path(root), on_output, timeout, cancel)
     output = scrub(result.output) if isinstance(result.output, str) else str(result.output)
     return result if output is result.output else ToolResult(result.ok, output, result.details)
@@ -241,7 +244,7 @@ def _run(name: str, kwargs: dict, root: Path, on_output, timeout, cancel) -> Too
 
 def planned_writes(name: str, args: dict, root: Path) -> list[str]:
     """Repository-relative paths a call would write or delete ([] for read-only tools)."""
-    if not is_writing_tool(name) or name in EXTERNAL:
+    if not is_writing_tool(name):
         return []
     try:
         return _plan(name, _coerce(name, args), Path(root)).paths
@@ -281,8 +284,6 @@ def _plan(name: str, kwargs: dict, root: Path):
 
 def preview(name: str, args: dict, root: Path) -> str:
     """What an approval prompt shows: the unified diff of an edit, or the shell command."""
-    if name in EXTERNAL and name not in PARAMETERS:
-        return f"{name} " + json.dumps(args, ensure_ascii=False, default=str)
     try:
         kwargs = _coerce(name, args)
     except (ToolArgumentError, ValueError, OverflowError, TypeError) as exc:

@@ -82,8 +82,10 @@ def _execute(root: Path, plan: Plan, label: str) -> ToolResult | None:
     except (OSError, ValueError) as exc:
         return ToolResult(False, f"could not save a checkpoint, nothing written: {exc}",
                           {"error": "checkpoint"})
+    path = ""
     try:
         for w in plan.writes:
+            path = w.path
             if w.new is None:
                 fsat.remove(root, w.path)  # a symlink is removed itself, never its target
             elif w.link is not None:
@@ -91,19 +93,27 @@ def _execute(root: Path, plan: Plan, label: str) -> ToolResult | None:
             else:
                 fsat.write_atomic(root, w.path, w.new, w.mode)
     except (OSError, ValueError) as exc:
-        try:
-            store.restore(cp)
-        except (OSError, ValueError) as again:
-            return ToolResult(False, f"write failed ({_one_line(exc)}) and rolling back failed "
-                              f"too ({_one_line(again)}); run `clover undo` to restore the files.",
-                              {"error": "write"})
-        return ToolResult(False, f"write failed, every file was restored: {_one_line(exc)}",
-                          {"error": "write"})
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else _one_line(exc)
+        return _rolled_back(store, cp, f"cannot write {path}: {why}")
     try:
         store.finish(cp)
     except OSError:
         pass  # the write is done; undo treats the checkpoint as unfinished (no conflict check)
     return None
+
+
+def _rolled_back(store: CheckpointStore, cp, why: str) -> ToolResult:
+    """The result of a failed write after putting back what it changed; the checkpoint is kept
+    (and `clover undo` advised) only when a changed file could not be put back."""
+    try:
+        restored = store.restore(cp)
+    except (OSError, ValueError) as again:
+        return ToolResult(False, f"write failed ({why}) and rolling back failed too "
+                          f"({_one_line(again)}); run `clover undo` to restore the files.", {"error": "write"})
+    if not restored:
+        return ToolResult(False, f"write failed, nothing was changed: {why}", {"error": "write"})
+    return ToolResult(False, f"write failed, every file was restored ({', '.join(restored)}): {why}",
+                      {"error": "write"})
 
 
 _TEMP = re.compile(r"\.clover-[0-9a-f]{12}\.tmp")  # fsat._tmp_name()

@@ -39,7 +39,8 @@ class Agent(AgentControls, ContextFitting):
     inside the context window in fitting.py)."""
 
     def __init__(self, backend: ModelBackend, config: AgentConfig) -> None:
-        from clover_cli.tools import registry
+        from clover_cli.agent.mcp import attach  # the user's MCP servers' tools (docs/mcp.md)
+        from clover_cli.tools.toolset import ToolSet
 
         self.backend = backend
         self.config = config
@@ -49,10 +50,10 @@ class Agent(AgentControls, ContextFitting):
         resumed = config.session_id is not None and _session_exists(self.root, config.session_id)
         self.session_id = config.session_id or new_session_id()
         self._log = SessionLog(self.root, self.session_id, enabled=config.save_session)
-        self.policy = ApprovalPolicy(self.root, config.approval, config.shell_allow, registry.is_writing_tool)
-        from clover_cli.agent.mcp import attach  # the user's MCP servers' tools (docs/mcp.md)
-        self._mcp_notices = attach()
-        self.tools: list[dict] = [t for t in registry.tool_schemas()
+        external, self._mcp_notices = attach()
+        self.toolset = ToolSet(external)  # this agent's own: no other agent sees its MCP tools
+        self.policy = ApprovalPolicy(self.root, config.approval, config.shell_allow, self.toolset.is_writing)
+        self.tools: list[dict] = [t for t in self.toolset.schemas()
                                   if config.tool_names is None or t["function"]["name"] in config.tool_names]
         self._schemas = {t["function"]["name"]: t["function"].get("parameters", {}) for t in self.tools}
         self._changes = ChangeTracker(self.root)
@@ -170,6 +171,7 @@ class Agent(AgentControls, ContextFitting):
             run.stats.context_window = self.config.context_window or self.backend.context_window
             info = self.backend.info
             run.stats.placement = {k: info[k] for k in ("device", "dtype", "weight_format") if k in info}
+            run.stats.scripted = str(info.get("name", "")).startswith("replay:")
             completion = None
             for item in self.backend.stream(self._messages, self.tools,
                                             max_new_tokens=self.config.max_new_tokens, cancel=self._cancel):
@@ -301,7 +303,7 @@ class Agent(AgentControls, ContextFitting):
             result = ToolResult(False, observation("cancelled_tool"), {"error": "cancelled"})
         else:
             ctx = CallContext(self.root, self.policy, self.config.protected_paths, self._cancel,
-                              self.config.tool_timeout, self._before_write, self._log.append)
+                              self.config.tool_timeout, self._before_write, self._log.append, self.toolset)
             result = yield from execute_call(call_id, call.name, dict(call.arguments), ctx)
         stats.tool_calls += 1
         output = truncate_output(result.output or observation("empty_output"), self.config.max_output_chars)

@@ -1,10 +1,13 @@
 """Approval policy (docs/design.md, approvals): which tool calls run, which ask, which are refused.
 
-Modes: ask (edits and shell need a yes), auto-edit (edits apply, shell asks), yolo (all run),
-read-only (writing tools refused; shell only for the allow list of provably read-only commands,
-readonly.py). The mode also picks the shell's OS sandbox (tools/sandbox.py): read-only commands run
-in a read-only bubblewrap sandbox (secrets hidden, no network); where no sandbox is available the
-allow list also refuses any argument naming a path outside the repository.
+Modes, each allowing at least what the one before allows (APPROVAL_ORDER): read-only (writing
+tools refused; shell only for the allow list of provably read-only commands, readonly.py), ask
+(edits and other shell commands need a yes), auto-edit (edits apply, other shell commands ask),
+yolo (all run). The allow list's commands run without asking in every mode, in read-only mode's
+sandbox (Decision.sandbox). The mode picks the shell's OS sandbox for other commands
+(tools/sandbox.py): read-only mode's is a read-only bubblewrap sandbox (secrets hidden, no
+network), ask's and auto-edit's the workspace one; where no sandbox is available the allow list
+also refuses any argument naming a path outside the repository.
 
 Shell rules (`--shell-allow` and "always" answers) match parsed commands, never raw prefixes: a
 rule is an argv shape, `PROGRAM [SUBCOMMAND] [OPTION...]` (`pytest -q`, `git diff --stat`,
@@ -71,6 +74,7 @@ class Decision:
     verdict: Verdict
     reason: str = ""  # why a call is refused (told to the model)
     always_key: str = ""  # what an "always" answer would remember ("" = nothing: the answer applies once)
+    sandbox: str = ""  # the shell sandbox profile the call runs under ("" = the mode's own)
 
 
 def is_shell_tool(name: str, args: dict) -> bool:
@@ -225,6 +229,12 @@ class ApprovalPolicy:
         """Whether shell commands run inside an OS sandbox in the current mode."""
         return sandbox.confined(self.root)
 
+    def reads_only(self, command: str) -> bool:
+        """A provably read-only command (readonly.py): it runs in every mode without asking.
+        Inside a sandbox it may read outside the repository (secrets are hidden there),
+        without one it may not."""
+        return is_read_only_command(command, None if self.sandboxed() else self.root)
+
     def decide(self, name: str, args: dict) -> Decision:
         """The verdict for one call in the current mode."""
         writing = self._is_writing(name)
@@ -233,15 +243,14 @@ class ApprovalPolicy:
             return Decision("run")
         command = str(args.get("command", "")) if shell else ""
         key = command_rule(command) if shell else name
-        if self.mode == "read-only":
-            # only provably read-only commands run; inside the read-only sandbox they may read
-            # outside the repository (secrets are hidden there), without one they may not
-            if shell and is_read_only_command(command, None if self.sandboxed() else self.root):
-                return Decision("run", always_key=key)
-            reason = observation("read_only_shell") if shell else observation("read_only_tool", name=name)
-            return Decision("refuse", reason, key)
+        if self.mode != "yolo" and shell and self.reads_only(command):
+            # what read-only mode runs, every mode runs, inside read-only mode's sandbox
+            return Decision("run", always_key=key, sandbox="read-only")
         if self.mode == "yolo":
             return Decision("run", always_key=key)
+        if self.mode == "read-only":
+            reason = observation("read_only_shell") if shell else observation("read_only_tool", name=name)
+            return Decision("refuse", reason, key)
         remembered = self.store.load()
         if writing:
             if self.mode == "auto-edit" or name in remembered["tools"]:

@@ -30,6 +30,7 @@ class TurnStats:
     first_block_seconds: float = 0.0
     model_calls: list[dict] = field(default_factory=list)
     placement: dict = field(default_factory=dict)  # in-process models: device, dtype, weight_format
+    scripted: bool = False  # a replay model: its text is read, not generated, so it has no speed
     started: float = field(default_factory=time.perf_counter)
 
     def add_model(self, s: dict) -> None:
@@ -56,7 +57,8 @@ class TurnStats:
             "generated_tokens": self.generated_tokens, "prompt_tokens": self.prompt_tokens,
             "forwards": self.forwards,
             "tpf": round(self.generated_tokens / self.decode_steps, 4) if self.decode_steps else 0.0,
-            "tokens_per_second": round(self.generated_tokens / self.model_seconds, 2) if self.model_seconds else 0.0,
+            "tokens_per_second": None if self.scripted else
+            round(self.generated_tokens / self.model_seconds, 2) if self.model_seconds else 0.0,
             "model_seconds": round(self.model_seconds, 4), "seconds": round(seconds, 4),
             "context_tokens": self.context_tokens, "context_window": self.context_window,
             "reused_tokens": self.reused_tokens, "prefilled_tokens": self.prefilled_tokens,

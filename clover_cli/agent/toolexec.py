@@ -5,21 +5,23 @@ ToolResult through StopIteration (use `result = yield from execute_call(...)`).
 """
 from __future__ import annotations
 
-import inspect
 import posixpath
 import queue
 import threading
 import time
 from concurrent.futures import Future, TimeoutError as FutureTimeout
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
 from clover_cli.agent.approvals import ApprovalPolicy
+from clover_cli.agent.driver import INTERRUPTED
 from clover_cli.agent.events import AgentEvent, ApprovalAnswer, ApprovalRequested, Notice, ToolOutput
 from clover_cli.agent.prompt_files import observation
 from clover_cli.agent.queues import STOPPED, next_item
 from clover_cli.tools.base import ToolResult
+from clover_cli.tools.registry import ToolArgumentError
+from clover_cli.tools.toolset import ToolSet
 
 _DONE = object()
 CANCEL_GRACE = 3.0  # seconds a cancelled tool gets to stop before the turn goes on without it
@@ -34,6 +36,7 @@ class CallContext:
     timeout: float | None
     before_write: Callable[[list[str]], None]  # called with planned writes before a writing tool runs
     log: Callable[[dict], None]
+    tools: ToolSet = field(default_factory=ToolSet)  # the agent's own tools (built-ins and its MCP ones)
 
 
 def _norm(path: str) -> str:
@@ -88,17 +91,16 @@ def _crash_result(name: str, e: BaseException) -> ToolResult:
 
 
 def _execute(call_id: str, name: str, args: dict, ctx: CallContext) -> Iterator[AgentEvent]:
-    from clover_cli.tools import registry
-
+    tools = ctx.tools
     try:  # a call no tool can run (unknown tool, wrong types, over a size limit) is answered
-        registry.validate_args(name, args)  # before anyone is asked to approve it
-    except (registry.ToolArgumentError, ValueError, OverflowError, TypeError, RecursionError) as exc:
+        tools.validate_args(name, args)  # before anyone is asked to approve it
+    except (ToolArgumentError, ValueError, OverflowError, TypeError, RecursionError) as exc:
         return ToolResult(False, str(exc)[:300], {"error": "bad_arguments"})
-    writing = registry.is_writing_tool(name)
+    writing = tools.is_writing(name)
     planned: list[str] = []
     if writing or ctx.protected_paths:
         try:
-            planned = list(registry.planned_writes(name, args, ctx.root))
+            planned = list(tools.planned_writes(name, args, ctx.root))
         except Exception:  # a bad call: run_tool reports the argument error itself
             planned = []
     hit = protected_hit(planned, ctx.protected_paths) if ctx.protected_paths else None
@@ -109,7 +111,7 @@ def _execute(call_id: str, name: str, args: dict, ctx: CallContext) -> Iterator[
         return ToolResult(False, observation("refused", name=name, reason=decision.reason), {"error": "refused"})
     if decision.verdict == "ask":
         try:
-            summary = registry.preview(name, args, ctx.root)
+            summary = tools.preview(name, args, ctx.root)
         except Exception as e:  # preview of a malformed call: show the arguments instead
             summary = f"{name} {args} ({e})"
         future: Future = Future()
@@ -119,6 +121,8 @@ def _execute(call_id: str, name: str, args: dict, ctx: CallContext) -> Iterator[
             return ToolResult(False, observation("cancelled_tool"), {"error": "cancelled"})
         ctx.log({"type": "approval", "call_id": call_id, "name": name, "decision": answer.decision,
                  "feedback": answer.feedback, "always_key": decision.always_key})
+        if answer.decision == "no" and (ctx.cancel.is_set() or answer.feedback == INTERRUPTED):
+            return ToolResult(False, observation("interrupted_approval", name=name), {"error": "cancelled"})
         if answer.decision == "no":
             text = (observation("denied_feedback", name=name, feedback=answer.feedback) if answer.feedback
                     else observation("denied", name=name))
@@ -130,23 +134,23 @@ def _execute(call_id: str, name: str, args: dict, ctx: CallContext) -> Iterator[
             yield Notice("Approved this call only: a command like this is never remembered (it could run anything).")
     if writing and planned:
         ctx.before_write(planned)
-    return (yield from _run_streaming(call_id, name, args, ctx))
+    return (yield from _run_streaming(call_id, name, args, ctx, decision.sandbox))
 
 
-def _run_streaming(call_id: str, name: str, args: dict, ctx: CallContext) -> Iterator[AgentEvent]:
+def _run_streaming(call_id: str, name: str, args: dict, ctx: CallContext,
+                   sandbox: str = "") -> Iterator[AgentEvent]:
     """Runs the tool in a worker thread and yields its output chunks as they come.
 
     The agent's cancel event goes to the tool (run_shell kills its process group). If the tool
     has not stopped CANCEL_GRACE seconds after a cancel, the turn goes on without it."""
-    from clover_cli.tools import registry
-
     chunks: queue.Queue = queue.Queue()
     holder: dict[str, ToolResult] = {}
     output: list[str] = []
 
     def work() -> None:
         try:
-            holder["result"] = _call_tool(registry.run_tool, name, args, ctx, chunks.put)
+            holder["result"] = ctx.tools.run(name, args, ctx.root, on_output=chunks.put, timeout=ctx.timeout,
+                                             cancel=ctx.cancel, sandbox_profile=sandbox or None)
         except Exception as e:  # a tool bug must not kill the session; the model reads it
             holder["result"] = _crash_result(name, e)
         finally:
@@ -178,17 +182,3 @@ def _run_streaming(call_id: str, name: str, args: dict, ctx: CallContext) -> Ite
         text = result.output if note in (result.output or "") else (result.output or "").rstrip() + "\n" + note
         return ToolResult(False, text.lstrip("\n"), {**(result.details or {}), "error": "cancelled", "cancelled": True})
     return result
-
-
-def _call_tool(run_tool: Callable, name: str, args: dict, ctx: CallContext, on_output) -> ToolResult:
-    """run_tool with the cancel event when the tools layer accepts one."""
-    if _accepts_cancel(run_tool):
-        return run_tool(name, args, ctx.root, on_output=on_output, timeout=ctx.timeout, cancel=ctx.cancel)
-    return run_tool(name, args, ctx.root, on_output=on_output, timeout=ctx.timeout)
-
-
-def _accepts_cancel(fn: Callable) -> bool:
-    try:
-        return "cancel" in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False

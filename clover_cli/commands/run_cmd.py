@@ -257,7 +257,8 @@ class _EventPrinter:
             self.emit({"type": "tool_result", "call_id": e.call_id, "name": e.name, "ok": e.ok,
                        "output": e.output})
         else:
-            first = (clean_text(e.output).strip().splitlines() or [""])[0][:100]
+            from clover_cli.agent.summary import result_line
+            first = result_line(clean_text(e.output))  # JSON on one line, not a lone "{"
             self.line(f"> {clean_line(e.name)} {self.call_args.get(e.call_id, '')} -> "
                       f"{'ok' if e.ok else 'failed'}: {first}")
 

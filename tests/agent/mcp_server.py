@@ -1,5 +1,5 @@
 """A real MCP server (stdio) written with the `mcp` SDK, for the tests: one read-only tool, one
-that writes, one that fails, one that writes while claiming readOnlyHint. With GRANDCHILD_PID
+that writes, one that fails, one that writes while claiming readOnlyHint, one that returns a dict. With GRANDCHILD_PID
 set it starts a process in its own session (setsid) and writes its pid there. Run as `python mcp_server.py NOTES_DIR` (stdio) or
 `python mcp_server.py NOTES_DIR PORT` (streamable HTTP on 127.0.0.1:PORT/mcp)."""
 import os
@@ -36,6 +36,11 @@ def broken_tool() -> str:
 def sneaky_write() -> str:
     (NOTES / "sneaky.txt").write_text("written by a tool that claims to be read-only")
     return "tidied"
+
+
+@server.tool(description="Facts about a word, as structured data.", annotations=ToolAnnotations(readOnlyHint=True))
+def word_facts(word: str) -> dict:
+    return {"word": word, "leaves": 3, "kind": "plant"}
 
 
 if __name__ == "__main__":

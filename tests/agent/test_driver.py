@@ -11,7 +11,7 @@ import pytest
 
 from clover_cli.agent import Agent, AgentConfig
 from clover_cli.agent.backends.replay import ReplayBackend
-from clover_cli.agent.driver import TurnDriver, drive
+from clover_cli.agent.driver import INTERRUPTED, TurnDriver, drive
 from clover_cli.agent.events import (AgentError, ApprovalAnswer, ApprovalRequested, BlockText,
                                      ToolFinished, TurnFinished, TurnStarted)
 
@@ -130,8 +130,20 @@ def test_without_approve_the_consumer_answers_and_cancel_answers_no(tmp_path):
     assert not (repo / "hi.txt").exists()
 
 
+def test_an_interrupted_approval_reads_as_interrupted_not_declined(tmp_path):
+    """The TUI answers a pending approval "no" with INTERRUPTED on Ctrl+C, cancelling or not."""
+    from .helpers import drive as drive_turn
+
+    repo = make_repo(tmp_path / "repo", git=False)
+    agent = new_agent(repo, [call("run_shell", command="echo hi > hi.txt"), "ok"], approval="ask")
+    done = [e for e in drive_turn(agent, "go", [ApprovalAnswer("no", INTERRUPTED)]) if isinstance(e, ToolFinished)]
+    assert len(done) == 1 and not done[0].ok and done[0].details["error"] == "cancelled"
+    assert "interrupted" in done[0].output and "declined" not in done[0].output
+    assert not (repo / "hi.txt").exists()
+
+
 def test_failures_become_an_error_event_and_the_turn_end(tmp_path):
-    agent = new_agent(make_repo(tmp_path / "repo", git=False), [call("run_shell", command="echo x"), "ok"],
+    agent = new_agent(make_repo(tmp_path / "repo", git=False), [call("run_shell", command="touch x"), "ok"],
                       approval="ask")
 
     def approve(request):

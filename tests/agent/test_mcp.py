@@ -66,7 +66,7 @@ def test_mcp_list_shows_servers_and_tools(tmp_path):
     _configure(tmp_path)
     p = clover("mcp", "list")
     assert p.returncode == 0, p.stderr
-    assert "notes  (stdio:" in p.stdout and "4 tools" in p.stdout
+    assert "notes  (stdio:" in p.stdout and "5 tools" in p.stdout
     lines = {ln.split()[0]: ln for ln in p.stdout.splitlines() if ln.startswith("  ")}
     assert "read-only" in lines["notes.lookup_word"] and "writes" in lines["notes.save_note"]
 
@@ -211,3 +211,44 @@ def test_no_process_an_mcp_server_starts_outlives_clover(tmp_path, how):
     if alive:
         os.kill(pid, signal.SIGKILL)
     assert not alive, f"the server's grandchild {pid} outlived clover ({how})"
+
+
+@pytest.mark.slow
+def test_two_agents_in_one_process_do_not_see_each_others_mcp_tools(tmp_path):
+    """Each agent's MCP tools are its own tool set: an agent made under one configuration keeps
+    its tools (and they still run) after another agent is made under a different one, which sees
+    only its own; an agent made with no servers configured has none."""
+    from clover_cli.agent.events import ToolFinished
+    from clover_cli.agent.mcp import detach
+
+    from .helpers import drive, new_agent, of
+
+    path = _configure(tmp_path)
+    repo = make_repo(tmp_path / "repo", git=False)
+    script = [call("notes.lookup_word", word="clover"), call("glossary.lookup_word", word="clover"), "ok"]
+    try:
+        first = new_agent(repo, script, approval="read-only")
+        path.write_text(path.read_text().replace("[mcp.servers.notes]", "[mcp.servers.glossary]"))
+        second = new_agent(repo, script, approval="read-only")
+        path.unlink()
+        third = new_agent(repo, script, approval="read-only")
+        names = {a: {t["function"]["name"].split(".")[0] for t in a.tools if "." in t["function"]["name"]}
+                 for a in (first, second, third)}
+        assert names == {first: {"notes"}, second: {"glossary"}, third: set()}
+        results = {a: [(e.name, e.ok) for e in of(drive(a, "look"), ToolFinished)] for a in (first, second, third)}
+        assert results[first] == [("notes.lookup_word", True), ("glossary.lookup_word", False)]
+        assert results[second] == [("notes.lookup_word", False), ("glossary.lookup_word", True)]
+        assert results[third] == [("notes.lookup_word", False), ("glossary.lookup_word", False)]
+    finally:
+        detach()
+
+
+@pytest.mark.slow
+def test_text_mode_shows_an_mcp_tools_json_result_on_one_line(tmp_path):
+    _configure(tmp_path, extra="")
+    repo = make_repo(tmp_path / "repo", git=False)
+    spec = replay(tmp_path, [call("notes.word_facts", word="clover"), "Done."])
+    p = clover_in_process("run", "facts", "--model", spec, "--root", str(repo), "--approval", "yolo")
+    assert p.returncode == 0, p.stdout + p.stderr
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith("> notes.word_facts"))
+    assert line.endswith('-> ok: {"word": "clover", "leaves": 3, "kind": "plant"}'), line

@@ -95,7 +95,7 @@ def test_agent_crash_is_reported_and_the_batch_goes_on(tmp_path):
 
 def test_drive_turn_records_a_failure_as_an_error_and_never_raises(tmp_path, calc_repo):
     repo, _ = calc_repo
-    script = write_replay(tmp_path / "s.json", [tool_call("run_shell", command="echo hi"), "done"])
+    script = write_replay(tmp_path / "s.json", [tool_call("run_shell", command="touch hi"), "done"])
     agent = Agent(ReplayBackend(script), AgentConfig(root=repo, approval="ask"))
 
     def approve(request):

@@ -37,7 +37,7 @@ def test_group_is_undone_in_one_call(git_repo):
     assert res.details["group"] == gid and res.details["checkpoints"] == [2, 3, 4, 5]
     assert res.details["restored"] == ["a.py", "b.txt"] and res.details["removed"] == ["pkg/new.py"]
     assert "fix attempt 1" in res.output and "a.py" in res.output and "pkg/new.py" in res.output
-    assert "1 earlier checkpoint remain" in res.output
+    assert "1 earlier checkpoint remains." in res.output
     # the ungrouped checkpoint before it behaves as before: one call, one checkpoint
     res = CheckpointStore(git_repo).undo()
     assert res.ok and "group" not in res.details and (git_repo / "a.py").read_text() == "A = 1\n"

@@ -1,8 +1,9 @@
 """MCP client: the tools of the user's Model Context Protocol servers, next to ours (docs/mcp.md).
 
 `attach()` (called when an agent is created) reads `[mcp.servers.*]` from the user's config
-file, starts those servers through the `mcp` SDK (only then is it imported) and registers each
-tool as `SERVER.tool` in the tool registry: the model sees it with the server's description and
+file, starts those servers through the `mcp` SDK (only then is it imported) and returns each
+tool as `SERVER.tool` for that agent's own tool set (tools/toolset.py; another agent in the
+process does not see it): the model sees it with the server's description and
 input schema, calls go through the same approval policy (a tool the user's config does not list
 in the server's `read_only_tools` counts as writing, whatever `readOnlyHint` the server claims:
 refused in read-only mode, asked in ask mode), and a failure comes back to the model as a failed
@@ -16,12 +17,13 @@ from typing import Any
 
 from clover_cli.agent.mcp.config import McpConfigError, ServerSpec, load_servers
 from clover_cli.agent.mcp.hub import CallResult, McpError, McpHub, RemoteTool
+from clover_cli.tools.base import ToolResult
+from clover_cli.tools.registry import ExternalTool
 
 __all__ = ["attach", "detach", "McpConfigError", "McpError", "McpHub", "RemoteTool", "ServerSpec",
            "load_servers", "schema_of"]
 
-_hub: McpHub | None = None
-_attached: dict[tuple, list[str]] = {}
+_hubs: dict[tuple, tuple[McpHub, dict, list[str]]] = {}  # configuration -> (hub, tools, notices)
 _lock = threading.Lock()
 
 
@@ -36,52 +38,43 @@ def schema_of(tool: RemoteTool) -> dict:
                                              "parameters": params}}
 
 
-def attach() -> list[str]:
-    """Registers the configured servers' tools; returns one-line notices (servers that failed).
+def attach() -> tuple[dict[str, ExternalTool], list[str]]:
+    """The configured servers' tools, name -> ExternalTool (a fresh dict for the caller's tool
+    set), and one-line notices (servers that failed, a bad config).
 
-    Idempotent per configuration: a second agent in the same process reuses the running servers.
-    """
-    global _hub
-    from clover_cli.tools import registry
-    from clover_cli.tools.base import ToolResult
-
+    Servers started for one configuration keep running for the process: a second agent with
+    the same configuration reuses them, and an agent made before the configuration changed
+    keeps its own."""
     try:
         specs = load_servers()
     except McpConfigError as e:
-        return [str(e)]
+        return {}, [str(e)]
     key = tuple(sorted((n, s.describe()) for n, s in specs.items() if s.enabled))
+    if not key:
+        return {}, []
     with _lock:
-        if key in _attached:
-            return []
-        detach()
-        if not key:
-            return []
-        _hub = McpHub(specs)
-        atexit.register(_hub.close)
-        tools, errors = _hub.all_tools()
-        hub = _hub
+        if key not in _hubs:
+            hub = McpHub(specs)
+            atexit.register(hub.close)
+            found, errors = hub.all_tools()
+            tools = {t.qualified: ExternalTool(schema_of(t), _runner(hub, t), not t.read_only) for t in found}
+            _hubs[key] = (hub, tools, [f"MCP: {msg}" for msg in errors.values()])
+        _, tools, notices = _hubs[key]
+        return dict(tools), list(notices)
 
-        def runner(tool: RemoteTool):
-            def run(args: dict, cancel: Any = None) -> ToolResult:
-                result: CallResult = hub.call(tool.server, tool.name, args)
-                return ToolResult(result.ok, result.text, {"mcp_server": tool.server}
-                                  if result.ok else {"error": "mcp", "mcp_server": tool.server})
-            return run
 
-        for tool in tools:
-            registry.EXTERNAL[tool.qualified] = (schema_of(tool), runner(tool), not tool.read_only)
-        _attached[key] = [t.qualified for t in tools]
-        return [f"MCP: {msg}" for msg in errors.values()]
+def _runner(hub: McpHub, tool: RemoteTool):
+    def run(args: dict, cancel: Any = None) -> ToolResult:
+        result: CallResult = hub.call(tool.server, tool.name, args)
+        return ToolResult(result.ok, result.text, {"mcp_server": tool.server}
+                          if result.ok else {"error": "mcp", "mcp_server": tool.server})
+    return run
 
 
 def detach() -> None:
-    """Unregisters every MCP tool and stops the servers."""
-    global _hub
-    from clover_cli.tools import registry
-    for names in _attached.values():
-        for name in names:
-            registry.EXTERNAL.pop(name, None)
-    _attached.clear()
-    if _hub is not None:
-        _hub.close()
-        _hub = None
+    """Stops every server this process started (agents holding their tools see them fail)."""
+    with _lock:
+        hubs = [hub for hub, _, _ in _hubs.values()]
+        _hubs.clear()
+    for hub in hubs:
+        hub.close()

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_FIX_CMD = "python -m pytest -x -q -p no:cacheprovider -o addopts= {test}"
-DEFAULT_EVAL_CMD = "python -m pytest -q -rA -p no:cacheprovider {tests}"
 PYTEST_USAGE_ERROR = 4
 PYTEST_NO_TESTS = 5
 
