@@ -34,3 +34,119 @@ def test_a_failed_turn_resumed_sends_alternating_roles(tmp_path):
     sent = srv.requests[-1]["body"]["messages"]
     assert [m["role"] for m in sent] == ["system", "user"]
     assert "one" in sent[1]["content"] and sent[1]["content"].endswith("two")
+
+
+class DenseVllm:
+    """vLLM's count of a prompt of dense text (random words with digits: 2 characters a token,
+    4 tokens of template a message, 3 characters a token of tool schema), its length check with
+    its own wording, and its /tokenize."""
+
+    def __init__(self, window: int = 8192, fixed: int = 0) -> None:
+        self.window, self.fixed = window, fixed  # fixed: tokens every prompt takes besides its text
+
+    def count(self, messages: list[dict], tools: list | None = None) -> int:
+        text = sum(-(-len((m.get("content") or "") + json.dumps(m.get("tool_calls") or "")) // 2) + 4
+                   for m in messages)
+        return self.fixed + text + (-(-len(json.dumps(tools)) // 3) if tools else 0)
+
+    def check(self, body: dict) -> dict | None:
+        prompt, room = self.count(body["messages"], body.get("tools")), body["max_tokens"]
+        if prompt + room <= self.window:
+            return None
+        return {"status": 400, "body": {"error": {
+            "message": f"This model's maximum context length is {self.window} tokens. However, you requested "
+                       f"{prompt + room} tokens ({prompt} in the messages, {room} in the completion). Please "
+                       "reduce the length of the messages or completion.",
+            "type": "BadRequestError", "param": None, "code": 400}}}
+
+    def tokenize(self, body: dict) -> tuple[int, dict]:
+        n = self.count(body["messages"]) if "messages" in body else -(-len(body["prompt"]) // 3)
+        return 200, {"count": n, "max_model_len": self.window, "tokens": [11] * n, "token_strs": None}
+
+
+DENSE = " ".join(f"w{i % 97}q{i * 7919 % 100000}" for i in range(6000))[:48_000]
+
+
+def _agent(srv, repo, **cfg):
+    from clover_cli.agent import Agent, AgentConfig
+    return Agent(make_backend(f"openai:{srv.base_url}#m", backoff=0.01), AgentConfig(root=repo, **cfg))
+
+
+def _no_repeats(srv) -> None:
+    bodies = [json.dumps(r["body"], sort_keys=True) for r in srv.requests]
+    assert all(a != b for a, b in zip(bodies, bodies[1:])), "the same request was sent twice in a row"
+
+
+def test_a_dense_prompt_is_cut_by_the_servers_own_numbers_never_resent(tmp_path):
+    """No /tokenize (a proxy in front of vLLM): the 400's numbers teach the ratio at once."""
+    repo = make_repo(tmp_path / "repo", git=False)
+    vllm = DenseVllm()
+    with ScriptedServer([sse_text("read it")], gets={"/v1/models": VLLM_MODELS}, check=vllm.check) as srv:
+        events = list(_agent(srv, repo).run_turn(DENSE))
+    _no_repeats(srv)
+    assert events[-1].reason == "done", [getattr(e, "message", e) for e in events]
+    last = srv.requests[-1]["body"]
+    assert vllm.count(last["messages"], last.get("tools")) + last["max_tokens"] <= 8192
+    assert len(srv.requests) == 2  # one refusal, then a request cut by what it said
+
+
+def test_a_server_with_tokenize_counts_the_prompt_so_it_fits_the_first_time(tmp_path):
+    repo = make_repo(tmp_path / "repo", git=False)
+    vllm = DenseVllm()
+    with ScriptedServer([sse_text("read it")], gets={"/v1/models": VLLM_MODELS}, check=vllm.check,
+                        posts={"/tokenize": vllm.tokenize}) as srv:
+        events = list(_agent(srv, repo).run_turn(DENSE))
+    assert events[-1].reason == "done"
+    assert len(srv.requests) == 1 and srv.other_posts[0]["body"]["model"] == "m"
+    assert "/props" not in srv.get_paths  # /v1/models said vLLM, which has no /props
+
+
+def test_only_the_answers_room_too_large_is_asked_again_at_once_with_less(tmp_path):
+    repo = make_repo(tmp_path / "repo", git=False)
+    vllm = DenseVllm()
+    with ScriptedServer([sse_text("ok")], gets={"/v1/models": VLLM_MODELS}, check=vllm.check) as srv:
+        events = list(_agent(srv, repo, max_new_tokens=8000).run_turn(DENSE[:9000]))
+    assert events[-1].reason == "done"
+    assert not any("ompact" in getattr(e, "message", "") for e in events)  # nothing to compact for it
+    first, second = (r["body"] for r in srv.requests)
+    prompt = vllm.count(second["messages"], second.get("tools"))
+    assert first["messages"] == second["messages"] and second["max_tokens"] == 8192 - prompt
+
+
+def test_nothing_left_to_cut_ends_the_turn_with_one_line_never_the_same_request(tmp_path):
+    repo = make_repo(tmp_path / "repo", git=False)
+    vllm = DenseVllm(fixed=9000)  # a template (or tools) larger than the window itself
+    with ScriptedServer([sse_text("never")], gets={"/v1/models": VLLM_MODELS}, check=vllm.check) as srv:
+        events = list(_agent(srv, repo).run_turn("hi"))
+    _no_repeats(srv)
+    end = events[-1]
+    assert isinstance(end, TurnFinished) and end.reason == "error"
+    assert "\n" not in end.final_text and "context" in end.final_text, end.final_text
+    assert len(srv.requests) <= 4
+
+
+def _error(srv_url: str, responses=None, **kw) -> str:
+    from clover_cli.agent.backends import BackendError
+    try:
+        list(make_backend(f"openai:{srv_url}#m", retries=0, **kw).stream([{"role": "user", "content": "x"}], []))
+    except BackendError as e:
+        return str(e)
+    raise AssertionError("no error")
+
+
+def test_what_vllm_is_asked_and_the_hints_on_a_wrong_url_or_key(monkeypatch):
+    with ScriptedServer([sse_text("a")], gets={"/v1/models": VLLM_MODELS}) as srv:
+        list(make_backend(f"openai:{srv.base_url}#m").stream([{"role": "user", "content": "x"}], []))
+    assert srv.get_paths == ["/v1/models"]  # no /props: vLLM has none
+    assert srv.requests[0]["body"]["temperature"] == 0  # greedy, as in-process, unless configured
+    not_found = {"status": 404, "body": {"detail": "Not Found"}}  # FastAPI's answer for an unknown path
+    with ScriptedServer([not_found, not_found]) as srv:
+        root = srv.base_url[: -len("/v1")]
+        assert f"HTTP 404: Not Found (did you mean {root}/v1?)" in _error(root)
+        assert "did you mean" not in _error(srv.base_url)
+    unauthorized = {"status": 401, "body": {"error": {"message": "Unauthorized", "code": 401}}}
+    monkeypatch.setenv("MY_KEY", "k")
+    with ScriptedServer([unauthorized, unauthorized]) as srv:
+        plain, named = _error(srv.base_url), _error(srv.base_url, api_key_env="MY_KEY")
+    assert "OPENAI_API_KEY" in plain and "--api-key-env" in plain, plain
+    assert "MY_KEY" in named and "--api-key-env" in named, named

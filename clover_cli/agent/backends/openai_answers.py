@@ -21,9 +21,10 @@ from clover_cli.agent.events import BlockText
 class Retry(Exception):
     """A failure worth another try (`wait`: the server's Retry-After, if it sent one)."""
 
-    def __init__(self, message: str, wait: float | None = None) -> None:
+    def __init__(self, message: str, wait: float | None = None, free: bool = False) -> None:
         super().__init__(message)
         self.message, self.wait = message, wait
+        self.free = free  # asked again at once, not counted as a retry (the request changed)
 
 
 class AnswerReader:
