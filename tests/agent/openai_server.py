@@ -103,7 +103,7 @@ class ScriptedServer:
                             time.sleep(resp.get("delay", 0))
                         if resp.get("done", True):
                             send(b"data: [DONE]\n\n")
-                        if chunked:
+                        if chunked and not resp.get("drop"):  # "drop": the connection dies mid-answer
                             self.wfile.write(b"0\r\n\r\n")
                             self.wfile.flush()
                     except OSError:  # the client went away (a cancel)

@@ -150,3 +150,27 @@ def test_what_vllm_is_asked_and_the_hints_on_a_wrong_url_or_key(monkeypatch):
         plain, named = _error(srv.base_url), _error(srv.base_url, api_key_env="MY_KEY")
     assert "OPENAI_API_KEY" in plain and "--api-key-env" in plain, plain
     assert "MY_KEY" in named and "--api-key-env" in named, named
+
+
+def test_a_connection_dropped_mid_answer_keeps_the_answer_so_far(tmp_path):
+    """The server dies mid-stream (chunked framing never ended, as uvicorn's stream when its
+    process is killed): the partial answer is kept, counted and marked as cut off, and the error
+    is reported; likewise a stream that just stops without its end."""
+    from clover_cli.agent.events import AgentError
+    from clover_cli.agent.session import sessions_dir
+
+    pieces = ["The fix ", "is in calc", ".py: add ", "returns a - b"]
+    chunks = [{"choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]} for p in pieces]
+    for dropped in ({"sse": chunks, "done": False, "chunked": True, "drop": True},
+                    {"sse": chunks, "done": False}):
+        repo = make_repo(tmp_path / f"repo{len(dropped)}", git=False)
+        with ScriptedServer([dropped]) as srv:
+            agent = _agent(srv, repo)
+            events = list(agent.run_turn("why?"))
+        end = events[-1]
+        assert end.reason == "error" and end.final_text == "".join(pieces)
+        assert end.stats["generated_tokens"] > 0
+        assert any(isinstance(e, AgentError) and "kept" in e.message for e in events)
+        logged = [json.loads(line) for f in sessions_dir(repo).glob("*.jsonl") for line in f.read_text().splitlines()]
+        kept = [r["message"] for r in logged if r.get("type") == "message" and r["message"]["role"] == "assistant"]
+        assert kept == [{"role": "assistant", "content": "".join(pieces), "cut_off": True}]

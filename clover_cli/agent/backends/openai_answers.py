@@ -14,7 +14,7 @@ from clover_cli.agent.backends.openai_limits import JSON_BYTES, AnswerTooLarge, 
 from clover_cli.agent.backends.openai_stream import (EOF_ITEM, STOPPED, Assembler, LineReader, SseFields,
                                                      answer_kind, completion_stats, parse_json_completion)
 from clover_cli.agent.backends.openai_wire import snippet
-from clover_cli.agent.backends.recoverable import StreamFeedbackError
+from clover_cli.agent.backends.recoverable import AnswerCutOff, StreamFeedbackError
 from clover_cli.agent.events import BlockText
 
 
@@ -86,12 +86,12 @@ class AnswerReader:
             if line is EOF_ITEM:
                 break
             if isinstance(line, TimeoutError):
-                raise BackendError(f"openai: {self.endpoint} stopped streaming for {self.timeout:g} s")
+                self._cut_off(acc, start, f"openai: {self.endpoint} stopped streaming for {self.timeout:g} s")
             if isinstance(line, BaseException):
                 self._over_limit(line)
                 if not acc.output:
                     raise Retry(f"openai: the stream from {self.endpoint} broke: {_one_line(line)}")
-                raise BackendError(f"openai: the stream from {self.endpoint} broke: {_one_line(line)}")
+                self._cut_off(acc, start, f"openai: the stream from {self.endpoint} broke: {_one_line(line)}")
             kind, payload = fields.read(line)
             if kind == "error":  # llama-server's `error:` field, or `event: error`
                 self._stream_error(_error_payload(payload), acc)
@@ -116,12 +116,20 @@ class AnswerReader:
             except AnswerTooLarge as e:
                 raise BackendError(f"openai: {self.endpoint}: {e}") from None
         if acc.finish != "cancelled" and not done and not acc.finish:
-            raise BackendError(f"openai: the stream from {self.endpoint} ended before the answer was complete "
-                               f"(no finish_reason and no [DONE] after {acc.chunks} chunk(s))")
+            self._cut_off(acc, start, f"openai: the stream from {self.endpoint} ended before the answer was "
+                                      f"complete (no finish_reason and no [DONE] after {acc.chunks} chunk(s))")
         yield from acc.tail()
         calls = acc.call_dicts()
         yield self._completion(acc.text, acc.finish or "stop", acc.native(), calls,
                                completion_stats(start, acc.text, acc.chunks, acc.usage), acc.fingerprint)
+
+    def _cut_off(self, acc: Assembler, start: float, message: str) -> None:
+        """The answer stopped before its end: AnswerCutOff with what had streamed (a plain
+        BackendError when nothing had)."""
+        if not acc.text.strip():
+            raise BackendError(message)
+        stats = completion_stats(start, acc.text, acc.chunks, acc.usage)
+        raise AnswerCutOff(f"{message}; the answer so far is kept, marked as cut off", acc.text, stats)
 
     def _over_limit(self, error: BaseException) -> None:
         """A read that broke a limit (openai_limits.py) is one line naming it, never retried."""
