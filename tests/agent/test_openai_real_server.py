@@ -2,6 +2,7 @@
 server"): its context-length errors and /tokenize, a connection dropped mid-answer, a chat
 template that requires alternating roles, what it says about itself, and its stream's shapes."""
 import json
+from pathlib import Path
 
 from clover_cli.agent.backends import make_backend
 from clover_cli.agent.events import TurnFinished
@@ -9,7 +10,13 @@ from clover_cli.agent.events import TurnFinished
 from .helpers import clover_in_process, make_repo
 from .openai_server import ScriptedServer, sse_text
 
+STREAMS = Path(__file__).with_name("streams")
 VLLM_MODELS = {"object": "list", "data": [{"id": "m", "object": "model", "owned_by": "vllm", "max_model_len": 8192}]}
+
+
+def replay(name: str) -> dict:
+    """A recorded stream as the stub's answer, byte for byte."""
+    return {"raw": (STREAMS / name).read_bytes(), "type": "text/event-stream"}
 
 
 def alternate_or_400(body: dict) -> dict | None:
@@ -174,3 +181,73 @@ def test_a_connection_dropped_mid_answer_keeps_the_answer_so_far(tmp_path):
         logged = [json.loads(line) for f in sessions_dir(repo).glob("*.jsonl") for line in f.read_text().splitlines()]
         kept = [r["message"] for r in logged if r.get("type") == "message" and r["message"]["role"] == "assistant"]
         assert kept == [{"role": "assistant", "content": "".join(pieces), "cut_off": True}]
+
+
+def test_vllm_0_32s_stream_shapes_give_the_text_the_call_and_the_usage(tmp_path):
+    """tests/agent/streams/vllm-0.32.sse: null prompt_token_ids/prompt_text/token_ids, "content":
+    null beside tool_calls, arguments in token-sized pieces, the finishing "delta": {} with
+    stop_reason, system_fingerprint in the usage chunk."""
+    from clover_cli.agent.backends import Completion
+    from clover_cli.agent.events import ToolFinished
+
+    with ScriptedServer([replay("vllm-0.32.sse")]) as srv:
+        items = list(make_backend(f"openai:{srv.base_url}#m", probe=False).stream(
+            [{"role": "user", "content": "x"}], []))
+    done = items[-1]
+    assert isinstance(done, Completion) and done.text == "I'll read the file."
+    assert [(c.id, c.name, json.loads(c.arguments)) for c in done.tool_calls] == \
+        [("chatcmpl-tool-a41f0e2b9c7d4f18", "read_file", {"path": "calc.py"})]
+    assert done.finish_reason == "tool_calls"
+    assert (done.stats["prompt_tokens"], done.stats["generated_tokens"]) == (1342, 21)
+    repo = make_repo(tmp_path / "repo", git=False)
+    with ScriptedServer([replay("vllm-0.32.sse"), sse_text("It subtracts.")]) as srv:
+        events = list(_agent(srv, repo).run_turn("what does add do?"))
+    ran = [e for e in events if isinstance(e, ToolFinished)]
+    assert [(e.name, e.ok) for e in ran] == [("read_file", True)] and "return a - b" in ran[0].output
+    assert events[-1].reason == "done"
+
+
+def test_vllm_0_32s_length_finish_keeps_the_last_token(tmp_path):
+    repo = make_repo(tmp_path / "repo", git=False)
+    with ScriptedServer([replay("vllm-0.32-length.sse")]) as srv:
+        p = clover_in_process("run", "what does add do?", "--root", str(repo), "--model", f"openai:{srv.base_url}#m")
+    assert p.stdout.strip() == "The add function returns a - b"
+    assert p.returncode == 1 and "stopped: truncated\n" in p.stderr
+
+
+def test_each_servers_length_error_gives_its_numbers():
+    from clover_cli.agent.backends.openai_count import overflow_numbers as said
+    from clover_cli.agent.backends.openai_wire import is_context_overflow
+
+    cases = {  # each server's own wording -> (window, prompt, completion)
+        "This model's maximum context length is 8192 tokens. However, you requested 8193 tokens (7169 in the "
+        "messages, 1024 in the completion). Please reduce the length of the messages or completion.":
+            (8192, 7169, 1024),
+        "This model's maximum context length is 8192 tokens. However, your request has 9000 input tokens. "
+        "Please reduce the length of the input messages.": (8192, 9000, None),
+        "'max_tokens' or 'max_completion_tokens' is too large: 2048. This model's maximum context length is "
+        "8192 tokens and your request has 7000 input tokens (2048 > 8192 - 7000).": (8192, 7000, 2048),
+        "request (9000 tokens) exceeds the available context size (8192 tokens), try increasing it":
+            (8192, 9000, None),
+        "the request exceeds the available context size (8192 tokens), try increasing it": (8192, None, None),
+        "Input length (9000 tokens) exceeds the maximum allowed length (8192 tokens). Use a shorter input or "
+        "enable --allow-auto-truncate.": (8192, 9000, None),
+        "This model's maximum context length is 128000 tokens. However, your messages resulted in 130211 "
+        "tokens. Please reduce the length of the messages.": (128000, 130211, None),
+    }
+    for message, numbers in cases.items():
+        assert is_context_overflow(400, message), message
+        got = said(message)
+        assert (got.window, got.prompt, got.completion) == numbers, message
+
+
+def test_the_tokenize_request_is_each_servers_own_form():
+    from clover_cli.agent.backends.openai_count import tokenize_body, tokens_in
+
+    msgs = [{"role": "user", "content": "hi"}]
+    assert tokenize_body("vLLM", "m", msgs, []) == {"model": "m", "messages": msgs, "add_generation_prompt": True}
+    assert set(tokenize_body("SGLang", "m", msgs, [])) == {"model", "prompt"}
+    assert set(tokenize_body("llama-server", "m", msgs, [])) == {"content"}  # tools/server: {"content"}
+    assert tokens_in({"count": 5, "tokens": [1] * 5}, "vLLM", 1) == 5
+    assert tokens_in({"tokens": [1, 2, 3]}, "llama-server", 1) == 3 + 8  # plus the template's share
+    assert tokens_in({"tokens": []}, "llama-server", 1) is None and tokens_in({"detail": "x"}, "vLLM", 1) is None

@@ -104,8 +104,9 @@ def snippet(raw: bytes | str, limit: int = 120) -> str:
 
 # vLLM: "This model's maximum context length is 8192 tokens. However, you requested ..."
 # llama.cpp: "the request exceeds the available context size (8192 tokens), try increasing it"
+# SGLang: "Input length (9000 tokens) exceeds the maximum allowed length (8192 tokens)"
 # OpenAI: "context_length_exceeded"; others: "prompt is too long", "input is too long"
-_OVERFLOW = re.compile(r"context length|context size|context window|context_length_exceeded|"
+_OVERFLOW = re.compile(r"context length|context size|context window|context_length_exceeded|maximum allowed length|"
                        r"too many tokens|(prompt|input) (is )?too long|exceeds? .*context|max_model_len",
                        re.IGNORECASE)
 _WINDOW = re.compile(r"(?:context length|context size|context window|max_model_len)\D{0,40}?(\d{3,7})",
