@@ -8,10 +8,14 @@ timeouts, auth. Our own policy stays on top of it (docs/agent.md):
   NativeToolCalls, whichever server dialect streams them (docs/agent.md, "Server dialects").
 - 429, 5xx (but a 5xx listing validation errors), dropped connections, and an error event inside
   the stream before any output are retried with exponential backoff (honouring Retry-After);
-  everything else is a one-line BackendError naming the URL and the cause (openai_errors.py).
+  everything else is a one-line BackendError naming the URL and the cause (openai_errors.py); a
+  connection dropped after output is AnswerCutOff, the answer so far kept. Why our reader and
+  retries rather than the SDK's: openai_answers.py.
 - The context window comes from `--context-window`/config (the agent's), else from the server
-  (`/v1/models` `max_model_len`, llama.cpp `/props` `n_ctx`), else 32,768; a 400 for length lowers
-  it to what the server said and raises ContextOverflowError, so the agent compacts and asks again.
+  (`/v1/models` `max_model_len`, llama.cpp `/props` `n_ctx`), else 32,768. The prompt is counted
+  as the server counts it (openai_count.py); a 400 for length is read for the server's numbers,
+  asked again at once when only `max_tokens` was too large, else a ContextOverflowError, so the
+  agent fits the conversation by the new count and asks again; the same request is never resent.
 - A server that refuses `tools`, whose chat template drops them (llama.cpp `/props`), or that
   cannot say whether it renders them (llama-cpp-python, known by `/v1/models`) gets the tools as
   text in the system prompt (the in-process models' format) after a one-time notice.
