@@ -169,22 +169,22 @@ class OpenAIBackend(ServerCounting, AnswerReader, ModelBackend):
                                  "tools are described in the system prompt and called as text")
 
     # -- request -----------------------------------------------------------------------------------
-    def wire_request(self, messages: list[dict], tools: list[dict]) -> tuple[list[dict], list[dict]]:
-        """The messages and tool schemas as sent: tools as text where the server drops them, names
-        in OpenAI's pattern (wire_names), roles alternating."""
+    def wire_request(self, messages: list[dict], tools: list[dict]) -> tuple[list[dict], list[dict], dict]:
+        """The messages and tool schemas as sent, and the wire name of each tool: tools as text
+        where the server drops them, names in OpenAI's pattern (wire_names), roles alternating."""
         if self.text_tools and tools:
             from clover_cli.agent.render import flatten
             messages, tools = flatten(messages, tools), []
         names = wire_names(tool_names(messages, tools))
-        self._names_back = {wire: name for name, wire in names.items()}
         return to_openai_messages(messages, names), [
             {**t, "function": {**t["function"], "name": names.get(t["function"]["name"], t["function"]["name"])}}
-            if isinstance(t, dict) and isinstance(t.get("function"), dict) else t for t in tools]
+            if isinstance(t, dict) and isinstance(t.get("function"), dict) else t for t in tools], names
 
     def request_body(self, messages: list[dict], tools: list[dict], max_new_tokens: int) -> dict:
         """The JSON body of one chat-completions request; the answer's room (`max_tokens`) is
         what the window leaves the prompt, where the window is known (a server counts both)."""
-        wire, wire_tools = self.wire_request(messages, tools)
+        wire, wire_tools, names = self.wire_request(messages, tools)
+        self._names_back = {w: name for name, w in names.items()}
         self._request_chars = request_chars(messages, tools)
         body: dict[str, Any] = {"model": self.model, "messages": wire, "stream": True,
                                 "stream_options": {"include_usage": True},

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,12 +139,13 @@ TOKENIZE_BYTES = 8 * 1024 * 1024  # a 128k-token prompt's ids, with room
 
 class ServerCounting:
     """The counting half of OpenAIBackend (a mixin: it uses `model`, `dialect`, `_window`,
-    `root_url`, `timeout`, `wire_request` and `_key_header`)."""
+    `base_url`, `root_url`, `wire_request` and `_key_header`)."""
 
     def _counting_init(self) -> None:
         self._counter = TokenCounter()
         self._tokenize_ok = True  # until the server's /tokenize fails once
         self._count_http: Any = None
+        self._count_lock = threading.Lock()  # the agent's thread and a front end's may both count
         self._request_chars = 0  # request_chars of the request in flight
         self._refused = ""  # the last request refused for length, as sent
         self._last_count = 0  # the prompt count the last request's max_tokens was fitted to
@@ -169,7 +171,7 @@ class ServerCounting:
         return self._counter.estimate(chars)
 
     def _server_count(self, messages: list[dict], tools: list[dict]) -> int | None:
-        wire, wire_tools = self.wire_request(messages, tools)
+        wire, wire_tools, _ = self.wire_request(messages, tools)
         count = self._tokenize(tokenize_body(self.dialect, self.model, wire, wire_tools), len(wire))
         if count is not None and self.dialect == "vLLM" and wire_tools:  # the schemas' text
             tools_count = self._tokenize({"model": self.model, "prompt": json.dumps(wire_tools)}, 0)
@@ -179,6 +181,10 @@ class ServerCounting:
     def _tokenize(self, body: dict, messages: int) -> int | None:
         """POST /tokenize, bounded like a probe (its own client: the status bar may count while
         an answer streams); None, and never asked again, when the server gives no count."""
+        with self._count_lock:
+            return self._tokenize_locked(body, messages)
+
+    def _tokenize_locked(self, body: dict, messages: int) -> int | None:
         key = json.dumps(body, sort_keys=True)
         known = self._counter.cached(key)
         if known is not None:
