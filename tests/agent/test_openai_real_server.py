@@ -251,3 +251,17 @@ def test_the_tokenize_request_is_each_servers_own_form():
     assert tokens_in({"count": 5, "tokens": [1] * 5}, "vLLM", 1) == 5
     assert tokens_in({"tokens": [1, 2, 3]}, "llama-server", 1) == 3 + 8  # plus the template's share
     assert tokens_in({"tokens": []}, "llama-server", 1) is None and tokens_in({"detail": "x"}, "vLLM", 1) is None
+
+
+def test_an_answers_prompt_count_teaches_the_ratio():
+    from clover_cli.agent.backends.openai_count import request_chars
+
+    msgs = [{"role": "user", "content": DENSE[:8000]}]
+    counted = request_chars(msgs, []) // 2  # the server's usage: 2 characters a token
+    answer = sse_text("ok")
+    answer[-1]["usage"] = {"prompt_tokens": counted, "completion_tokens": 1}
+    with ScriptedServer([answer]) as srv:
+        backend = make_backend(f"openai:{srv.base_url}#m", probe=False)
+        before = backend.count_tokens(msgs, [])
+        list(backend.stream(msgs, []))
+    assert before < counted * 0.6 and backend.count_tokens(msgs, []) == counted
