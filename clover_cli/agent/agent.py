@@ -196,8 +196,12 @@ class Agent(AgentControls, ContextFitting):
         except Exception as e:  # BackendError, or a model bug: the session survives either way
             msg = str(e) if isinstance(e, BackendError) else f"model call failed: {type(e).__name__}: {e}"
             yield from run.held.release()
+            partial = parse_tool_calls(scrub(getattr(e, "partial_text", ""))).text  # kept, as on a cancel
+            if partial:
+                run.stats.add_model(getattr(e, "stats", {}))
+                self._add({"role": "assistant", "content": partial, "cut_off": True})
             yield AgentError(msg, fatal=True)
-            yield from self._finish("error", msg, run.stats)
+            yield from self._finish("error", partial or msg, run.stats)
             return None
         if completion is None:
             yield from self._finish("error", "the model backend returned nothing", run.stats)

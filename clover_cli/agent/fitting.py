@@ -75,8 +75,9 @@ class ContextFitting:
     def _compact(self, on_demand: bool = False) -> Iterator[AgentEvent]:
         body = self._messages[1:]
         head = body[:tail_start(body)]
-        if not head:
-            yield Notice("Nothing to compact yet.")
+        if not head:  # inside a turn, the fitting that follows cuts instead (no news)
+            if on_demand:
+                yield Notice("Nothing to compact yet.")
             return
         yield Notice("Compacting the conversation ...")
         request = [self._messages[0]] + head + [{"role": "user", "content": prompt_text("agent_compaction.md")}]

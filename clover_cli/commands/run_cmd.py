@@ -192,6 +192,7 @@ class _EventPrinter:
         self.at_line_start = True
         self.call_args: dict[str, str] = {}
         self.model_text = StreamCleaner()  # model text arrives in blocks; an escape may straddle two
+        self.printed: list[str] = []  # the model's text and the errors and notes shown this turn
 
     # -- writing ----------------------------------------------------------------------------------
     def emit(self, obj: dict) -> None:
@@ -236,6 +237,8 @@ class _EventPrinter:
 
     def block(self, e) -> None:  # marked by the agent (docs/agent.md, "Visible text")
         shown = "" if e.kind == "call" else e.text  # a call is shown as its one-line summary
+        if not e.thinking:
+            self.printed.append(shown)
         if self.as_json:  # consumers get the visible text; the model's own text is under "raw"
             extra = {"raw": "", "unfinished_call": True} if e.kind == "unrun_call" else {}
             self.emit({"type": "block", "text": shown, "raw": e.text, "block_index": e.block_index,
@@ -266,9 +269,11 @@ class _EventPrinter:
         if self.as_json:
             self.emit({"type": "error", "message": e.message, "fatal": e.fatal})
         else:
+            self.printed.append(e.message)
             click.echo(f"error: {clean_text(e.message)}", err=True)
 
     def notice(self, e) -> None:
+        self.printed.append(e.message)
         click.echo(f"note: {clean_text(e.message)}", err=True)
 
     def turn_end(self, e) -> None:
@@ -278,8 +283,10 @@ class _EventPrinter:
                        "session_id": self.agent.session_id, "changed_files": self.agent.changed_files})
             return
         self.end_text()
-        if e.reason != "done":
-            click.echo(f"stopped: {e.reason}: {clean_text(e.final_text)}", err=True)
+        if e.reason != "done":  # the final text once: not again when it was shown as it came
+            said = e.final_text.strip()
+            shown = not said or said in "".join(self.printed)
+            click.echo(f"stopped: {e.reason}" + ("" if shown else f": {clean_text(e.final_text)}"), err=True)
         s = e.stats
         click.echo(f"[{e.reason}: {_count(s.get('steps', 0), 'step')}, "
                    f"{_count(s.get('tool_calls', 0), 'tool call')}, "

@@ -35,12 +35,14 @@ class ScriptedServer:
     every POST before its answer: a response it returns (a real server's refusal) replaces the
     scripted one, which stays queued."""
 
-    def __init__(self, responses: list, gets: dict | None = None, check=None) -> None:
+    def __init__(self, responses: list, gets: dict | None = None, check=None, posts: dict | None = None) -> None:
         self.responses = list(responses)
         self.gets = dict(gets or {})
+        self.posts = dict(posts or {})  # other POST paths (/tokenize): {path: body -> (status, JSON)}
         self.check = check
         self.requests: list[dict] = []  # {"path", "headers", "body"}
         self.get_paths: list[str] = []
+        self.other_posts: list[dict] = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -60,6 +62,16 @@ class ScriptedServer:
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
+                if not self.path.endswith("/chat/completions"):  # /tokenize: answered from `posts`
+                    outer.other_posts.append({"path": self.path, "body": body})
+                    status, answer = outer.posts[self.path](body) if self.path in outer.posts else (404, {})
+                    data = json.dumps(answer).encode()
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
                 outer.requests.append({"path": self.path, "headers": self.headers, "body": body})
                 refusal = outer.check(body) if outer.check else None
                 resp = refusal or (outer.responses.pop(0) if outer.responses else sse_text(""))
@@ -91,7 +103,7 @@ class ScriptedServer:
                             time.sleep(resp.get("delay", 0))
                         if resp.get("done", True):
                             send(b"data: [DONE]\n\n")
-                        if chunked:
+                        if chunked and not resp.get("drop"):  # "drop": the connection dies mid-answer
                             self.wfile.write(b"0\r\n\r\n")
                             self.wfile.flush()
                     except OSError:  # the client went away (a cancel)

@@ -248,3 +248,20 @@ def test_fix_takes_test_cmd_from_the_user_config(tmp_path, monkeypatch):
     TrustStore().set(repo, True)
     p = clover("fix", "test_calc.py::test_add", "--root", str(repo), "--json")
     assert json.loads(p.stdout)["command"][:3] == ["python3", "-m", "pytest"], p.stderr
+
+
+def test_text_mode_prints_a_truncated_answer_and_an_error_once(tmp_path):
+    """issue 49 (4): the answer is on stdout once, not again on stderr after `stopped:`; an error
+    line is not repeated as `stopped: error: X`."""
+    from .openai_server import ScriptedServer
+
+    repo = make_repo(tmp_path / "repo", git=False)
+    cut = [{"choices": [{"index": 0, "delta": {"content": "The answer is a long one"}, "finish_reason": "length"}]}]
+    refused = {"status": 400, "body": {"error": {"message": "a refusal only this server words"}}}
+    with ScriptedServer([cut, refused]) as srv:
+        truncated = clover("run", "hi", "--root", str(repo), "--model", f"openai:{srv.base_url}#m")
+        failed = clover("run", "hi", "--root", str(repo), "--model", f"openai:{srv.base_url}#m")
+    assert truncated.stdout.count("The answer is a long one") == 1
+    assert "The answer is" not in truncated.stderr and "stopped: truncated\n" in truncated.stderr
+    assert failed.stderr.count("a refusal only this server words") == 1, failed.stderr
+    assert "stopped: error\n" in failed.stderr

@@ -1,7 +1,26 @@
 """Reading one chat-completions answer of an OpenAI-compatible server (openai_backend.py):
 server-sent events or one JSON body, read line by line within the bounds of openai_limits.py,
 turned into our stream items. A mixin of OpenAIBackend: it uses the backend's `endpoint`,
-`timeout`, `_budget` and `_completion`."""
+`timeout`, `_budget` and `_completion`.
+
+Why this reader and the backend's retry loop, not the SDK's own stream iterator and retries (the
+SDK stays the transport: client, proxies, auth, the request). Checked with openai 3.63 against the
+stub server of tests/agent/openai_server.py, `client.chat.completions.create(..., stream=True)`:
+
+- a server that ignores `stream: true` and answers one JSON body: the SDK's iterator yields
+  nothing and raises nothing (an empty answer); here it is read as the completion it is;
+- llama-server's `error: {...}` field (not `event: error`): nothing, no error; here an error,
+  retried before any output like a 5xx;
+- a stream cut off with no finish_reason and no [DONE]: the SDK ends quietly after the text;
+  here the cut is reported and the text kept (AnswerCutOff);
+- its SSE decoder buffers a line of any length and reads in the caller's thread; here lines are
+  bounded (openai_limits.py) and read on a thread, so a cancel never waits for the server;
+- its retries sleep without a word and without a cancel; here each wait of a second or more is
+  a notice ("trying again in N s", a Retry-After included), a cancel ends the wait, an error event
+  before output is retried, and a refused `tool_choice` or `tools` is asked again without it.
+
+Import time decides nothing: `python -X importtime -c "import openai"` gave 2.2-3.4 s cumulative
+on a busy 2-core machine, paid once on the first request whichever reader is used."""
 from __future__ import annotations
 
 import json
@@ -14,16 +33,17 @@ from clover_cli.agent.backends.openai_limits import JSON_BYTES, AnswerTooLarge, 
 from clover_cli.agent.backends.openai_stream import (EOF_ITEM, STOPPED, Assembler, LineReader, SseFields,
                                                      answer_kind, completion_stats, parse_json_completion)
 from clover_cli.agent.backends.openai_wire import snippet
-from clover_cli.agent.backends.recoverable import StreamFeedbackError
+from clover_cli.agent.backends.recoverable import AnswerCutOff, StreamFeedbackError
 from clover_cli.agent.events import BlockText
 
 
 class Retry(Exception):
     """A failure worth another try (`wait`: the server's Retry-After, if it sent one)."""
 
-    def __init__(self, message: str, wait: float | None = None) -> None:
+    def __init__(self, message: str, wait: float | None = None, free: bool = False) -> None:
         super().__init__(message)
         self.message, self.wait = message, wait
+        self.free = free  # asked again at once, not counted as a retry (the request changed)
 
 
 class AnswerReader:
@@ -85,12 +105,12 @@ class AnswerReader:
             if line is EOF_ITEM:
                 break
             if isinstance(line, TimeoutError):
-                raise BackendError(f"openai: {self.endpoint} stopped streaming for {self.timeout:g} s")
+                self._cut_off(acc, start, f"openai: {self.endpoint} stopped streaming for {self.timeout:g} s")
             if isinstance(line, BaseException):
                 self._over_limit(line)
                 if not acc.output:
                     raise Retry(f"openai: the stream from {self.endpoint} broke: {_one_line(line)}")
-                raise BackendError(f"openai: the stream from {self.endpoint} broke: {_one_line(line)}")
+                self._cut_off(acc, start, f"openai: the stream from {self.endpoint} broke: {_one_line(line)}")
             kind, payload = fields.read(line)
             if kind == "error":  # llama-server's `error:` field, or `event: error`
                 self._stream_error(_error_payload(payload), acc)
@@ -115,12 +135,20 @@ class AnswerReader:
             except AnswerTooLarge as e:
                 raise BackendError(f"openai: {self.endpoint}: {e}") from None
         if acc.finish != "cancelled" and not done and not acc.finish:
-            raise BackendError(f"openai: the stream from {self.endpoint} ended before the answer was complete "
-                               f"(no finish_reason and no [DONE] after {acc.chunks} chunk(s))")
+            self._cut_off(acc, start, f"openai: the stream from {self.endpoint} ended before the answer was "
+                                      f"complete (no finish_reason and no [DONE] after {acc.chunks} chunk(s))")
         yield from acc.tail()
         calls = acc.call_dicts()
         yield self._completion(acc.text, acc.finish or "stop", acc.native(), calls,
                                completion_stats(start, acc.text, acc.chunks, acc.usage), acc.fingerprint)
+
+    def _cut_off(self, acc: Assembler, start: float, message: str) -> None:
+        """The answer stopped before its end: AnswerCutOff with what had streamed (a plain
+        BackendError when nothing had)."""
+        if not acc.text.strip():
+            raise BackendError(message)
+        stats = completion_stats(start, acc.text, acc.chunks, acc.usage)
+        raise AnswerCutOff(f"{message}; the answer so far is kept, marked as cut off", acc.text, stats)
 
     def _over_limit(self, error: BaseException) -> None:
         """A read that broke a limit (openai_limits.py) is one line naming it, never retried."""

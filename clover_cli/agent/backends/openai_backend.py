@@ -8,10 +8,14 @@ timeouts, auth. Our own policy stays on top of it (docs/agent.md):
   NativeToolCalls, whichever server dialect streams them (docs/agent.md, "Server dialects").
 - 429, 5xx (but a 5xx listing validation errors), dropped connections, and an error event inside
   the stream before any output are retried with exponential backoff (honouring Retry-After);
-  everything else is a one-line BackendError naming the URL and the cause (openai_errors.py).
+  everything else is a one-line BackendError naming the URL and the cause (openai_errors.py); a
+  connection dropped after output is AnswerCutOff, the answer so far kept. Why our reader and
+  retries rather than the SDK's: openai_answers.py.
 - The context window comes from `--context-window`/config (the agent's), else from the server
-  (`/v1/models` `max_model_len`, llama.cpp `/props` `n_ctx`), else 32,768; a 400 for length lowers
-  it to what the server said and raises ContextOverflowError, so the agent compacts and asks again.
+  (`/v1/models` `max_model_len`, llama.cpp `/props` `n_ctx`), else 32,768. The prompt is counted
+  as the server counts it (openai_count.py); a 400 for length is read for the server's numbers,
+  asked again at once when only `max_tokens` was too large, else a ContextOverflowError, so the
+  agent fits the conversation by the new count and asks again; the same request is never resent.
 - A server that refuses `tools`, whose chat template drops them (llama.cpp `/props`), or that
   cannot say whether it renders them (llama-cpp-python, known by `/v1/models`) gets the tools as
   text in the system prompt (the in-process models' format) after a one-time notice.
@@ -33,6 +37,7 @@ from typing import Any, Iterator
 
 from clover_cli.agent.backends.base import BackendError, Completion, ModelBackend, StreamItem
 from clover_cli.agent.backends.openai_answers import AnswerReader, Retry as _Retry
+from clover_cli.agent.backends.openai_count import ServerCounting, request_chars
 from clover_cli.agent.backends.openai_errors import is_validation_error, one_line as _one_line
 from clover_cli.agent.backends.openai_limits import (ANSWER_BYTES, HEAD_BYTES, PROBE_BYTES, REQUEST_TIMEOUT,
                                                      Budget, bounded_http_client, read_capped)
@@ -42,7 +47,7 @@ from clover_cli.agent.backends.openai_wire import (DROPS_TOOLS, all_json, cut_of
                                                    refuses_tool_choice, refuses_tools,
                                                    server_dialect, template_drops_tools,
                                                    to_openai_messages, tool_names, window_from_models,
-                                                   window_from_props, window_in_message, wire_names)
+                                                   window_from_props, wire_names)
 from clover_cli.agent.backends.recoverable import ContextOverflowError
 from clover_cli.agent.events import Notice
 from clover_cli.engine.config import DEFAULT_THRESHOLD
@@ -53,14 +58,14 @@ PROBE_TIMEOUT = 3.0
 MAX_RETRY_WAIT = 60.0  # the longest Retry-After honoured; a longer one fails at once, saying so
 
 
-class OpenAIBackend(AnswerReader, ModelBackend):
+class OpenAIBackend(ServerCounting, AnswerReader, ModelBackend):
     """Streams chat completions from a remote server."""
 
     native_tools = True
 
     def __init__(self, base_url: str, model: str, threshold: float = DEFAULT_THRESHOLD, api_key: str | None = None,
                  api_key_env: str | None = None, timeout: float = 120.0, retries: int = 3,
-                 backoff: float = 1.0, context_window: int | None = None, temperature: float | None = None,
+                 backoff: float = 1.0, context_window: int | None = None, temperature: float | None = 0.0,
                  probe: bool = True, request_timeout: float | None = None) -> None:
         super().__init__(threshold)
         parts = urllib.parse.urlsplit(base_url)
@@ -73,11 +78,13 @@ class OpenAIBackend(AnswerReader, ModelBackend):
         if api_key_env and not os.environ.get(api_key_env) and api_key is None:
             raise BackendError(f"environment variable {api_key_env} (--api-key-env) is not set")
         self.api_key = api_key if api_key is not None else os.environ.get(env, "")
+        self._key_env = env  # named in the hint for an HTTP 401
         from clover_cli.agent.redact import register
         register(self.api_key)  # never printed or written, whatever the server echoes (redact.py)
         self.timeout = float(timeout)  # idle: for the headers, and between two reads of the answer
         self.request_timeout = float(request_timeout or REQUEST_TIMEOUT)  # one request, whole
         self._budget = Budget()  # the limits of the request in flight (openai_limits.py)
+        self._counting_init()  # the prompt's tokens as the server counts them (openai_count.py)
         self._deadline = 0.0
         self.retries = int(retries)
         self.backoff = float(backoff)
@@ -88,7 +95,7 @@ class OpenAIBackend(AnswerReader, ModelBackend):
         self._sent = (0, 0)  # characters of message text and of tool schemas in the last request
         self._size_checked = False  # the first answer's prompt count was compared with _sent
         self._probed = threading.Lock()
-        self.temperature = temperature
+        self.temperature = temperature  # sent (greedy, as in-process, unless set); None: the server's
         self.text_tools = False  # tools go as text in the system prompt (server ignores `tools`)
         self._notices: list[str] = []
         self._client_obj: Any = None
@@ -127,12 +134,15 @@ class OpenAIBackend(AnswerReader, ModelBackend):
             self._client()
             self._budget.phase(time.monotonic() + PROBE_TIMEOUT, HEAD_BYTES + PROBE_BYTES,
                                "the server's description of itself", f"{url} did not answer within {PROBE_TIMEOUT:g} s")
-            auth = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-            with self._http.stream("GET", url, headers=auth, timeout=PROBE_TIMEOUT) as resp:
+            with self._http.stream("GET", url, headers=self._key_header(), timeout=PROBE_TIMEOUT) as resp:
                 raw = read_capped(resp.iter_bytes(), PROBE_BYTES) if resp.status_code == 200 else None
             return json.loads(raw) if raw is not None else None
         except Exception:  # noqa: BLE001 - any failure means "the server does not say"
             return None
+
+    def _key_header(self) -> dict:
+        """The Authorization header of a request outside the SDK (none without a key)."""
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
     def _probe(self) -> None:
         """Once: the context window and the chat template's tool support, where the server says."""
@@ -141,8 +151,8 @@ class OpenAIBackend(AnswerReader, ModelBackend):
                 return
             self._probe_wanted = False
             models = self._get_json(self.base_url + "/models")
-            root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
-            props = self._get_json(root + "/props")
+            named = server_dialect(models, None)  # a server its model list names has no /props
+            props = self._get_json(self.root_url + "/props") if named in (None, "llama-server") else None
             window = window_from_models(models, self.model) or window_from_props(props)
             if window and self._window is None:
                 self._window = window
@@ -159,28 +169,40 @@ class OpenAIBackend(AnswerReader, ModelBackend):
                                  "tools are described in the system prompt and called as text")
 
     # -- request -----------------------------------------------------------------------------------
-    def request_body(self, messages: list[dict], tools: list[dict], max_new_tokens: int) -> dict:
-        """The JSON body of one chat-completions request."""
+    def wire_request(self, messages: list[dict], tools: list[dict]) -> tuple[list[dict], list[dict], dict]:
+        """The messages and tool schemas as sent, and the wire name of each tool: tools as text
+        where the server drops them, names in OpenAI's pattern (wire_names), roles alternating."""
         if self.text_tools and tools:
             from clover_cli.agent.render import flatten
             messages, tools = flatten(messages, tools), []
         names = wire_names(tool_names(messages, tools))
-        self._names_back = {wire: name for name, wire in names.items()}
-        body: dict[str, Any] = {"model": self.model, "messages": to_openai_messages(messages, names),
-                                "stream": True, "stream_options": {"include_usage": True},
-                                "max_tokens": max_new_tokens}
-        if tools:
+        return to_openai_messages(messages, names), [
+            {**t, "function": {**t["function"], "name": names.get(t["function"]["name"], t["function"]["name"])}}
+            if isinstance(t, dict) and isinstance(t.get("function"), dict) else t for t in tools], names
+
+    def request_body(self, messages: list[dict], tools: list[dict], max_new_tokens: int) -> dict:
+        """The JSON body of one chat-completions request; the answer's room (`max_tokens`) is
+        what the window leaves the prompt, where the window is known (a server counts both)."""
+        wire, wire_tools, names = self.wire_request(messages, tools)
+        self._names_back = {w: name for name, w in names.items()}
+        self._request_chars = request_chars(messages, tools)
+        body: dict[str, Any] = {"model": self.model, "messages": wire, "stream": True,
+                                "stream_options": {"include_usage": True},
+                                "max_tokens": self._answer_room(messages, tools, max_new_tokens)}
+        if wire_tools:
             if self._tool_choice:  # older vLLM read tools without it as tool_choice "none"
                 body["tool_choice"] = "auto"
-            body["tools"] = [{**t, "function": {**t["function"], "name": names.get(t["function"]["name"],
-                                                                                  t["function"]["name"])}}
-                             if isinstance(t, dict) and isinstance(t.get("function"), dict) else t
-                             for t in tools]
+            body["tools"] = wire_tools
         if self.temperature is not None:
             body["temperature"] = self.temperature
         self._sent = (sum(len(str(m.get("content") or "")) for m in body["messages"]),
-                      len(json.dumps(body["tools"])) if tools else 0)
+                      len(json.dumps(body["tools"])) if wire_tools else 0)
         return body
+
+    @property
+    def root_url(self) -> str:
+        """The server's root (the base URL without `/v1`): llama.cpp's /props and /tokenize."""
+        return self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
 
     @property
     def endpoint(self) -> str:
@@ -241,12 +263,12 @@ class OpenAIBackend(AnswerReader, ModelBackend):
             except Exception:  # noqa: BLE001
                 raw = ""
         detail = error_detail(raw) if raw else _one_line(getattr(e, "message", ""))
-        msg = f"{self.base_url} returned HTTP {status}{': ' + detail if detail else ''}"
+        msg = f"{self.base_url} returned HTTP {status}{': ' + detail if detail else ''}{self._hint(status)}"
         if is_context_overflow(status, detail):
-            said = window_in_message(detail)
-            prompt = self.count_tokens(body.get("messages", []), body.get("tools", []))
-            self._window = min(self.context_window, said or max(256, int(prompt * 0.9)))
-            raise ContextOverflowError(f"{msg} (context window now {self._window:,} tokens)") from None
+            said, room_only = self._length_refused(detail, body)
+            if room_only:  # the prompt fits: asked again at once, leaving the answer what is left
+                raise _Retry(msg + said, wait=0.0, free=True) from None
+            raise ContextOverflowError(msg + said) from None
         if body.get("tool_choice") and refuses_tool_choice(status, detail):
             self._tool_choice = False
             self._notices.append(f"openai: {self.base_url} refused `tool_choice` (HTTP {status}); "
@@ -266,6 +288,16 @@ class OpenAIBackend(AnswerReader, ModelBackend):
             raise _Retry(msg, wait) from None
         raise BackendError(msg) from None
 
+    def _hint(self, status: int) -> str:
+        """What to try for a 404 on a base URL without /v1, or a 401."""
+        if status == 404 and not urllib.parse.urlsplit(self.base_url).path.rstrip("/").endswith("/v1"):
+            return f" (did you mean {self.base_url}/v1?)"
+        if status == 401 and self._key_env != "OPENAI_API_KEY":
+            return f" (the key comes from {self._key_env}, named by --api-key-env)"
+        if status == 401:
+            return " (set the key in OPENAI_API_KEY, or name another variable with --api-key-env)"
+        return ""
+
     # -- answers -----------------------------------------------------------------------------------
     def stream(self, messages: list[dict], tools: list[dict], *, max_new_tokens: int = 2048,
                cancel: threading.Event | None = None) -> Iterator[StreamItem]:
@@ -278,6 +310,7 @@ class OpenAIBackend(AnswerReader, ModelBackend):
             while self._notices:
                 yield Notice(self._notices.pop(0))  # type: ignore[misc]
             body = self.request_body(messages, tools, max_new_tokens)
+            self._check_not_refused(body)
             self._deadline = time.monotonic() + self.request_timeout
             try:
                 resp = self._post(body)
@@ -287,6 +320,8 @@ class OpenAIBackend(AnswerReader, ModelBackend):
                 finally:
                     _close_quietly(resp)
             except _Retry as r:
+                if r.free:
+                    continue
                 if attempt >= self.retries:
                     raise BackendError(r.message) from None
                 wait = r.wait if r.wait is not None else self.backoff * 2 ** attempt
@@ -305,6 +340,7 @@ class OpenAIBackend(AnswerReader, ModelBackend):
         if fingerprint == "fp_ollama":  # Ollama's chunks say so (openai/openai.go)
             self.dialect = self.dialect or "Ollama"
         self._check_prompt_size(int(stats.get("prompt_tokens") or 0))
+        self._learn_usage(int(stats.get("prompt_tokens") or 0))
         back = getattr(self, "_names_back", {})  # the server names tools by their wire names
         native = tuple(dataclasses.replace(c, name=back.get(c.name, c.name)) for c in native)
         if finish == "length" and native and not all_json(native):
@@ -331,6 +367,9 @@ class OpenAIBackend(AnswerReader, ModelBackend):
                 pass
             self._client_obj = None
             self._http = None
+        if self._count_http is not None:
+            self._count_http.close()
+            self._count_http = None
 
 
 def _root_cause(e: BaseException) -> BaseException:

@@ -73,6 +73,23 @@ def to_openai_messages(messages: list[dict], names: dict[str, str] | None = None
             out.append({"role": "tool", "tool_call_id": m.get("tool_call_id", ""), "content": m.get("content") or ""})
         else:
             out.append({"role": role, "content": m.get("content") or ""})
+    return alternating(out)
+
+
+def alternating(messages: list[dict]) -> list[dict]:
+    """Two user messages in a row (a failed turn resumed with --continue, feedback after a
+    partial answer) become one, and so do two assistant messages without calls: chat templates
+    that require alternating roles (Gemma, Mistral) answer HTTP 400 otherwise."""
+    out: list[dict] = []
+    for m in messages:
+        prev = out[-1] if out else None
+        if (prev is not None and m["role"] == prev["role"] and m["role"] in ("user", "assistant")
+                and not prev.get("tool_calls") and isinstance(prev.get("content"), str)
+                and isinstance(m.get("content"), str)):
+            joined = "\n\n".join(c for c in (prev["content"], m["content"]) if c)
+            out[-1] = {**prev, **m, "content": joined}
+            continue
+        out.append(m)
     return out
 
 
@@ -87,8 +104,9 @@ def snippet(raw: bytes | str, limit: int = 120) -> str:
 
 # vLLM: "This model's maximum context length is 8192 tokens. However, you requested ..."
 # llama.cpp: "the request exceeds the available context size (8192 tokens), try increasing it"
+# SGLang: "Input length (9000 tokens) exceeds the maximum allowed length (8192 tokens)"
 # OpenAI: "context_length_exceeded"; others: "prompt is too long", "input is too long"
-_OVERFLOW = re.compile(r"context length|context size|context window|context_length_exceeded|"
+_OVERFLOW = re.compile(r"context length|context size|context window|context_length_exceeded|maximum allowed length|"
                        r"too many tokens|(prompt|input) (is )?too long|exceeds? .*context|max_model_len",
                        re.IGNORECASE)
 _WINDOW = re.compile(r"(?:context length|context size|context window|max_model_len)\D{0,40}?(\d{3,7})",

@@ -30,3 +30,14 @@ class ContextOverflowError(RecoverableError):
 
 class StreamFeedbackError(RecoverableError):
     """The server reported an error in the middle of an answer that had already streamed text."""
+
+
+class AnswerCutOff(BackendError):
+    """The connection dropped (or the server went silent) in the middle of an answer: the turn
+    ends with this error, and what had streamed is kept as the assistant's message, marked as
+    cut off, as a cancel keeps it (docs/agent.md, "Server dialects")."""
+
+    def __init__(self, message: str, partial_text: str, stats: dict) -> None:
+        super().__init__(message)
+        self.partial_text = partial_text
+        self.stats = stats
