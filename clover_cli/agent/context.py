@@ -44,7 +44,9 @@ def cut_to_fit(messages: list[dict], over: int, tokens: int, protect: int = 1) -
         return None
     chars = sum(len(str(m.get("content") or "")) for m in messages) or 1
     per_token = max(1.0, chars / max(1, tokens))
-    target = int(size - over * per_token * 1.2) - 200  # the note itself takes ~200 characters
+    # The margin is on what is kept, not on what is removed: cutting 90% of a dense paste with a
+    # margin on the removal leaves nothing. An undercut is caught by the caller's next count.
+    target = int((size - over * per_token) * 0.95) - 200  # the note itself takes ~200 characters
     target = max(200, min(target, size * 9 // 10))
     content = str(messages[i].get("content") or "")
     messages[i] = {**messages[i], "content": truncate_output(content, target, "cut_to_fit"), "cut": True}
