@@ -215,7 +215,7 @@ class Agent(AgentControls, ContextFitting):
         if completion.finish_reason == "cancelled" or self._cancel.is_set():
             yield from run.held.release()
             if parsed.text:  # keep what was said; unfinished calls are not run
-                self._add({"role": "assistant", "content": parsed.text})
+                self._add({"role": "assistant", "content": parsed.text, "cut_off": True})
             yield from self._finish("cancelled", parsed.text, stats)
             return True
         if (completion.finish_reason == "length" and not completion.tool_calls and parsed.calls

@@ -149,6 +149,7 @@ def test_cancellation_mid_stream_leaves_conversation_consistent(tmp_path):
     last = agent.messages[-1]
     assert last["role"] == "assistant" and "tool_calls" not in last
     assert last["content"].startswith("Thinking about the problem.") and last["content"] == end.final_text
+    assert last.get("cut_off") is True  # marked as cut off, as a dropped connection's answer is
     # the next turn runs normally on the consistent conversation
     end2 = drive(agent, "continue")[-1]
     assert (end2.reason, end2.final_text) == ("done", "Second turn answer.")
