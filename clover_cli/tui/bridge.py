@@ -37,11 +37,13 @@ class SessionOptions:
 
 
 class AgentEventMessage(Message):
-    """One agent event, posted from the worker thread."""
+    """One agent event, posted from the worker thread; `context`: the conversation's size in
+    tokens when the event is a TurnStarted (the prompt being answered counted), else None."""
 
-    def __init__(self, event: AgentEvent) -> None:
+    def __init__(self, event: AgentEvent, context: int | None = None) -> None:
         super().__init__()
         self.event = event
+        self.context = context
 
 
 class AgentReady(Message):

@@ -13,6 +13,7 @@ from textual.widgets import Label
 from clover_cli.agent.attachments import strip_attachments
 from clover_cli.agent.demo import demo_notice
 from clover_cli.agent.interface import AgentSession
+from clover_cli.tui.screens.busy import Busy
 from clover_cli.tui.bridge import AgentFailed, AgentReady, error_text, measured_model, open_agent
 from clover_cli.tui.widgets.messages import is_summary, plural
 from clover_cli.tui.widgets.status_bar import short_model_name
@@ -23,7 +24,7 @@ class ModelLoading:
 
     def load(self, resume: str | None, reuse: AgentSession | None = None) -> None:
         """Start loading the model (or reopening a session on `reuse`'s model) in a worker thread."""
-        self.set_busy("loading")
+        self.set_busy(Busy.LOADING)
         self.query_one("#loading").display = True
         self.status.set(loading=True)
         self._load_started = time.monotonic()
@@ -32,7 +33,7 @@ class ModelLoading:
 
     def _loading_progress(self) -> None:
         """The progress line while the model loads: elapsed time and what waits for it."""
-        if self.busy != "loading":
+        if self.busy is not Busy.LOADING:
             return
         n = len(self.queued)
         waiting = f" · {n} queued message{'s' if n != 1 else ''}, sent when ready" if n else " · type away"
@@ -67,7 +68,7 @@ class ModelLoading:
                         tpf=None, tokens_per_second=None,  # the previous model's figures are not this one's
                         approval=msg.agent.approval, mode=info.get("mode") or "",
                         placement=info.get("placement") or "")
-        self.set_busy("")
+        self.set_busy(Busy.IDLE)
         if switched:  # the transcript already shows the conversation
             self.transcript.add_notice(f"Switched to {short_model_name(info.get('name') or self.options.model)}; "
                                        "the conversation goes on.")
@@ -90,7 +91,7 @@ class ModelLoading:
             self.options = self.options_before_switch or self.options
             self.status.set(model=self.agent.model_info().get("name", ""))
         self.options_before_switch = None
-        self.set_busy("")
+        self.set_busy(Busy.IDLE)
         self.drop_queued("the model did not load")
         self.error(msg.message)
 
