@@ -34,6 +34,7 @@ class SessionOptions:
     threshold: float | None = DEFAULT_THRESHOLD  # None: none set (the family's own, else the default)
     resume: str | None = None  # "last" or a session id
     backend_options: dict = field(default_factory=dict)  # extra make_backend options (tests: delay)
+    warnings: tuple[str, ...] = ()  # settings that were ignored (clover_cli/config.py), shown in the chat log
 
 
 class AgentEventMessage(Message):

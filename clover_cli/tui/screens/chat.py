@@ -110,6 +110,8 @@ class ChatScreen(ModelLoading, TurnStopping, FocusKeeper, SlashCommands, Screen)
         self.set_interval(0.5, self._loading_progress)
         if not self.options.resume:
             self.welcome()
+        for warning in self.options.warnings:  # before the TUI took the screen they went unseen
+            self.transcript.add_notice(f"Warning: {warning}", "warning")
         self.load(self.options.resume)
 
     def _frame(self) -> None:
