@@ -66,6 +66,7 @@ class ChatScreen(ModelLoading, TurnStopping, FocusKeeper, SlashCommands, Screen)
     # ----- layout
     def compose(self) -> ComposeResult:
         yield Transcript(id="transcript")
+        yield Static("↓ new messages below · PageDown", id="new-below")
         with Horizontal(id="loading"):  # a 2 Hz text line, not an animation: the load needs the CPU
             yield Label(f"Loading {short_model_name(self.options.model)}…", id="loading-label")
         yield DenoiseView()
@@ -99,6 +100,8 @@ class ChatScreen(ModelLoading, TurnStopping, FocusKeeper, SlashCommands, Screen)
     def on_mount(self) -> None:
         self.denoise.display = False
         self.query_one("#completions").display = False
+        self._new_below = self.query_one("#new-below", Static)
+        self._new_below.display = False
         self.picker.display = False
         self.prompt.picker = self.picker
         self.prompt.show_hint = self.set_hint
@@ -121,6 +124,7 @@ class ChatScreen(ModelLoading, TurnStopping, FocusKeeper, SlashCommands, Screen)
         RENDER_BUDGET of the time since the last drawn frame (and less than MAX_FRAME_GAP has
         passed): on a slow machine the frame rate drops instead of the decoder losing time.
         """
+        self._mark_unseen()
         if not (self.transcript.dirty or self.denoise.pending):
             return
         now, cpu = time.perf_counter(), time.thread_time()
@@ -131,6 +135,13 @@ class ChatScreen(ModelLoading, TurnStopping, FocusKeeper, SlashCommands, Screen)
         self.transcript.flush()
         self.denoise.refresh_view()
         self._last_draw = (now, cpu)
+
+    def _mark_unseen(self) -> None:
+        """Show "new messages below" while something added is out of view (scrolled up)."""
+        unseen = self.transcript.seen_to_the_end()
+        mark = self._new_below
+        if mark.display != unseen:
+            mark.display = unseen
 
     # ----- sending
     def on_text_area_changed(self, event: TextArea.Changed) -> None:

@@ -87,7 +87,7 @@ class ModelLoading:
                         placement=info.get("placement") or "")
         self.set_busy(Busy.IDLE)
         if switched:  # the transcript already shows the conversation
-            self.transcript.add_notice(f"Switched to {short_model_name(info.get('name') or self.options.model)}; "
+            self.transcript.add_notice(f"Switched to {short_model_name(self.options.model)}; "  # the spec typed
                                        "the conversation goes on.")
         elif msg.resumed:
             self.show_history(msg.agent.messages)
