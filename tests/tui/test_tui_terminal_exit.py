@@ -64,7 +64,8 @@ class Terminal:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)
 
 
-def test_quitting_while_the_model_loads_exits_at_once(tmp_path, repo):
+@pytest.mark.parametrize("keys", [("C-q",), ("C-c", "C-c")], ids=["ctrl+q", "ctrl+c twice"])
+def test_quitting_while_the_model_loads_exits_at_once(tmp_path, repo, keys):
     """The replay model's file is a FIFO nobody writes: the load stays blocked on it. Ctrl+Q
     ends the process while it is still blocked (before, the exit waited for the load thread:
     a minute for smollm2, then its conversion's progress bar printed over the shell)."""
@@ -73,7 +74,7 @@ def test_quitting_while_the_model_loads_exits_at_once(tmp_path, repo):
     term = Terminal(tmp_path, repo, f"--model replay:{fifo}")
     try:
         term.wait(r"Loading replay:never\.json")
-        term.keys("C-q")
+        term.keys(*keys)  # both Ctrl+C in one go: the second is inside the 3 s quit window
         screen = term.wait(r"EXIT=\d+")
         assert "EXIT=0" in screen, screen
         after = screen[: screen.index("EXIT=")].strip().splitlines()
