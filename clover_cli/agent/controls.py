@@ -9,15 +9,35 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from clover_cli.agent.config import APPROVAL_MODES, check_threshold
 from clover_cli.tools.base import ToolResult
 
 
+@runtime_checkable
+class ControlsHost(Protocol):
+    """What `AgentControls` reads and writes on the class it is mixed into (`Agent`, agent.py);
+    tests/agent/test_controls_host.py holds `Agent` to it."""
+
+    session_id: str
+    backend: Any  # the ModelBackend: info, threshold, count_tokens, reset_cache, close
+    config: Any  # the AgentConfig: approval, context_window, session_id, meta
+    policy: Any  # the ApprovalPolicy: mode
+    root: Path
+    tools: list[dict]
+    _log: Any  # the SessionLog: path, written, append
+    _messages: list[dict[str, Any]]
+    _changes: Any  # the ChangeTracker: changed_files, diff
+    _cancel: Any  # a threading.Event
+    _task: str
+
+    @classmethod
+    def resume(cls, backend: Any, config: Any, session_id: str = "last") -> Any: ...
+
+
 class AgentControls:
-    """Mixed into Agent, which provides backend, config, policy, root, tools, and _log, _messages,
-    _changes, _cancel, _task."""
+    """Mixed into Agent, which provides what `ControlsHost` lists."""
 
     # -- public state -----------------------------------------------------------------------------
     @property
@@ -51,11 +71,13 @@ class AgentControls:
             info["context_window"] = self.config.context_window
         return info
 
-    def context_tokens(self) -> int | None:
-        """How many tokens the conversation takes now (the backend's count); None if it cannot
-        be counted: a figure for the status bar must never fail a turn."""
+    def context_tokens(self, pending: str = "") -> int | None:
+        """How many tokens the conversation takes now (the backend's count), with `pending` as
+        one more user message (the prompt a turn is about to send); None if it cannot be
+        counted: a figure for the status bar must never fail a turn."""
+        messages = self._messages + ([{"role": "user", "content": pending}] if pending else [])
         try:
-            return int(self.backend.count_tokens(self._messages, self.tools))
+            return int(self.backend.count_tokens(messages, self.tools))
         except Exception:
             return None
 

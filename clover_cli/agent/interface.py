@@ -72,8 +72,9 @@ class AgentSession(Protocol):
         """name, is_diffusion, block_size, threshold, context_window."""
         ...
 
-    def context_tokens(self) -> int | None:
-        """How many tokens the conversation takes now; None when it cannot be counted."""
+    def context_tokens(self, pending: str = "") -> int | None:
+        """How many tokens the conversation takes now (with `pending` as one more user
+        message); None when it cannot be counted."""
         ...
 
     def repo_branch(self) -> str | None:

@@ -5,6 +5,7 @@ imported inside the command so that `clover --help` stays fast.
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -47,9 +48,7 @@ def chat(ctx: click.Context) -> None:
                                  trusted=trusted)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
-    for warning in settings.warnings:
-        click.echo(f"clover: warning: {warning}", err=True)
-    cfg = settings.config
+    cfg = settings.config  # settings.warnings show in the chat log: stderr is hidden behind the TUI
 
     from clover_cli.tui.app import CloverApp
     from clover_cli.tui.bridge import SessionOptions
@@ -60,11 +59,16 @@ def chat(ctx: click.Context) -> None:
         backend_options["diffusion_mode"] = line.diffusion_mode
     options = SessionOptions(model=cfg.model, root=root_path, approval=cfg.approval,
                              threshold=chosen_threshold(settings), resume="last" if line.continue_ else line.session_id,
-                             backend_options=backend_options)
-    result = CloverApp(options).run()
-    if result and result.get("session_id"):
+                             backend_options=backend_options, warnings=tuple(settings.warnings))
+    app = CloverApp(options)
+    result = app.run()
+    if result and result.get("saved"):  # nothing sent: no session file, nothing to resume
         click.echo(f"Session {result['session_id']} saved to {result['session_path']}")
         click.echo("Resume it with: clover --continue" + (f" --root {root_path}" if line.root else ""))
+    if app.chat.load_pending:  # quit while the model loads: exit now, never wait for (or print) the load
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def ask_trust(root: Path, stdin=None, stdout=None) -> bool | None:

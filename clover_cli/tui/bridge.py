@@ -34,14 +34,17 @@ class SessionOptions:
     threshold: float | None = DEFAULT_THRESHOLD  # None: none set (the family's own, else the default)
     resume: str | None = None  # "last" or a session id
     backend_options: dict = field(default_factory=dict)  # extra make_backend options (tests: delay)
+    warnings: tuple[str, ...] = ()  # settings that were ignored (clover_cli/config.py), shown in the chat log
 
 
 class AgentEventMessage(Message):
-    """One agent event, posted from the worker thread."""
+    """One agent event, posted from the worker thread; `context`: the conversation's size in
+    tokens when the event is a TurnStarted (the prompt being answered counted), else None."""
 
-    def __init__(self, event: AgentEvent) -> None:
+    def __init__(self, event: AgentEvent, context: int | None = None) -> None:
         super().__init__()
         self.event = event
+        self.context = context
 
 
 class AgentReady(Message):

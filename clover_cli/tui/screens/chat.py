@@ -19,10 +19,13 @@ from clover_cli.agent.history import PromptHistory
 from clover_cli.agent.interface import AgentSession
 from clover_cli.tui import slash
 from clover_cli.tui.bridge import AgentEventMessage, SessionOptions, TaskDone, error_text, measured_model
+from clover_cli.tui.screens import busy as activity
 from clover_cli.tui.screens.approval import ApprovalDialog
+from clover_cli.tui.screens.busy import Busy
 from clover_cli.tui.screens.commands import SlashCommands
 from clover_cli.tui.screens.focus import FocusKeeper
 from clover_cli.tui.screens.loading import ModelLoading
+from clover_cli.tui.screens.stopping import TurnStopping
 from clover_cli.tui.widgets.denoise import DenoiseView
 from clover_cli.tui.widgets.file_picker import FilePicker
 from clover_cli.tui.widgets.messages import is_summary
@@ -33,10 +36,9 @@ from clover_cli.tui.widgets.transcript import Transcript
 FRAME_SECONDS = 1 / 10  # render at most 10 frames per second while streaming (each may relayout)
 RENDER_BUDGET = 0.05  # share of the UI thread's time that drawing may take (docs/tui.md)
 MAX_FRAME_GAP = 1.0  # but text never waits longer than this
-QUIT_WINDOW_SECONDS = 3.0  # a second Ctrl+C within this window quits
 
 
-class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
+class ChatScreen(ModelLoading, TurnStopping, FocusKeeper, SlashCommands, Screen):
     """Wires agent events to widgets; long agent calls run in thread workers."""
 
     BINDINGS = [
@@ -49,7 +51,7 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
         self.options = options
         self.agent: AgentSession | None = None
         self.driver: TurnDriver | None = None  # the running turn or compaction (its worker thread)
-        self.busy = ""  # "", "loading", "generating", "compacting", "working"
+        self._busy = Busy.IDLE  # set by set_busy only
         self.queued: list[tuple[str, Any]] = []  # (prompt, its UserMessage) typed while loading
         self._load_started = 0.0
         self.interrupted_at: float | None = None  # perf_counter of the last Esc / Ctrl+C ...
@@ -57,7 +59,6 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
         self.approval: tuple[ev.ApprovalRequested, ApprovalDialog] | None = None
         self.last_perf: dict[str, float] = {}
         self.options_before_switch: SessionOptions | None = None  # restored if /model fails
-        self._quit_armed_until = 0.0
         self._turn_clock: tuple[float, float, float] | None = None
         self._last_draw: tuple[float, float] | None = None  # (wall, UI CPU) at the last drawn frame
         self._widgets: dict[type, Any] = {}
@@ -65,6 +66,7 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
     # ----- layout
     def compose(self) -> ComposeResult:
         yield Transcript(id="transcript")
+        yield Static("↓ new messages below · PageDown", id="new-below")
         with Horizontal(id="loading"):  # a 2 Hz text line, not an animation: the load needs the CPU
             yield Label(f"Loading {short_model_name(self.options.model)}…", id="loading-label")
         yield DenoiseView()
@@ -98,6 +100,8 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
     def on_mount(self) -> None:
         self.denoise.display = False
         self.query_one("#completions").display = False
+        self._new_below = self.query_one("#new-below", Static)
+        self._new_below.display = False
         self.picker.display = False
         self.prompt.picker = self.picker
         self.prompt.show_hint = self.set_hint
@@ -109,6 +113,8 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
         self.set_interval(0.5, self._loading_progress)
         if not self.options.resume:
             self.welcome()
+        for warning in self.options.warnings:  # before the TUI took the screen they went unseen
+            self.transcript.add_notice(f"Warning: {warning}", "warning")
         self.load(self.options.resume)
 
     def _frame(self) -> None:
@@ -118,6 +124,7 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
         RENDER_BUDGET of the time since the last drawn frame (and less than MAX_FRAME_GAP has
         passed): on a slow machine the frame rate drops instead of the decoder losing time.
         """
+        self._mark_unseen()
         if not (self.transcript.dirty or self.denoise.pending):
             return
         now, cpu = time.perf_counter(), time.thread_time()
@@ -129,6 +136,13 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
         self.denoise.refresh_view()
         self._last_draw = (now, cpu)
 
+    def _mark_unseen(self) -> None:
+        """Show "new messages below" while something added is out of view (scrolled up)."""
+        unseen = self.transcript.seen_to_the_end()
+        mark = self._new_below
+        if mark.display != unseen:
+            mark.display = unseen
+
     # ----- sending
     def on_text_area_changed(self, event: TextArea.Changed) -> None:
         self.prompt_changed()
@@ -136,10 +150,10 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
     def on_prompt_input_submitted(self, event: PromptInput.Submitted) -> None:
         event.stop()
         text = event.text
-        self._quit_armed_until = 0.0
+        self.disarm_quit()
         if slash.is_slash(text):
             self.run_slash(text)
-        elif self.busy == "loading":
+        elif self.busy is Busy.LOADING:
             shown = self.transcript.add_user(text)
             shown.set_queued(True)
             self.queued.append((text, shown))
@@ -159,7 +173,7 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
         full, attached = attach_mentions(text, self.options.root)
         if attached:
             self.transcript.add_notice("Attached " + ", ".join(attached) + ".")
-        self.set_busy("generating")
+        self.set_busy(Busy.GENERATING)
         self._turn_clock = (time.perf_counter(), time.thread_time(), time.process_time())
         self.drive(full)
 
@@ -169,23 +183,47 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
         is posted to the UI thread, then TaskDone("stream") with the context size. Approvals are
         answered by the dialog through the request's future; Esc / Ctrl+C call its cancel()."""
         agent = self.agent
-        self.driver = TurnDriver(agent, on_event=lambda e: self.post_message(AgentEventMessage(e)),
+        self.driver = TurnDriver(agent, on_event=lambda e: self._forward(agent, e),
                                  on_end=lambda _: self.post_message(TaskDone("stream", agent.context_tokens())))
         if source is not None:
             self.driver.start(source=source)
         else:
             self.driver.start(text)
 
-    def set_busy(self, busy: str) -> None:
+    def _forward(self, agent: AgentSession, e: ev.AgentEvent) -> None:
+        """On the turn's worker thread: post the event; when the turn starts, with the context's
+        size counting the prompt being answered (the worker waits here, so the count is safe)."""
+        context = agent.context_tokens(pending=e.user_text) if isinstance(e, ev.TurnStarted) else None
+        self.post_message(AgentEventMessage(e, context))
+
+    @property
+    def busy(self) -> Busy:
+        """What the screen is busy with (screens/busy.py); changed by set_busy only."""
+        return self._busy
+
+    def set_busy(self, busy: Busy) -> None:
         """Record what is running and show it in the status bar."""
-        self.busy = busy
-        self.status.set(busy="" if busy == "loading" else busy)
+        self._busy = Busy(busy)
+        self.show_activity("" if busy is Busy.LOADING else self._busy.value)
         if not busy:
             self.denoise.clear()
+
+    def show_activity(self, text: str) -> None:
+        """The status bar's "what is running" (generating, awaiting approval, running CMD);
+        "interrupting" stays until the turn ends."""
+        shown = self.status.info.busy
+        if shown != text and (shown != activity.INTERRUPTING or not self.busy):
+            self.status.set(busy=text)
+
+    def _model_activity(self) -> None:
+        if self.busy is Busy.GENERATING:
+            self.show_activity(activity.GENERATING)
 
     # ----- agent events
     def on_agent_event_message(self, msg: AgentEventMessage) -> None:
         msg.stop()
+        if msg.context is not None:  # the turn started: the meter counts the prompt at once
+            self.status.set(context_used=msg.context)
         try:
             self.handle_event(msg.event)
         except Exception as exc:  # a rendering bug must not take the session down
@@ -195,17 +233,22 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
         """Route one agent event to the widget that shows it."""
         t = self.transcript
         if isinstance(e, ev.BlockText):
+            self._model_activity()
             t.stream(e.text, e.kind)
         elif isinstance(e, ev.DenoiseProgress):
+            self._model_activity()
             self.denoise.show(e)
         elif isinstance(e, ev.ToolCallProposed):
             t.add_tool(e.call_id, e.name, e.arguments)
+            self.show_activity(activity.running(e.name, dict(e.arguments)))
         elif isinstance(e, ev.ApprovalRequested):
+            self.show_activity(activity.AWAITING_APPROVAL)
             self.ask_approval(e)
         elif isinstance(e, ev.ToolOutput):
             t.panel(e.call_id, e.name).add_output(e.text)
         elif isinstance(e, ev.ToolFinished):
             t.panel(e.call_id, e.name).finish(e.ok, e.output, e.details)
+            self._model_activity()  # the model reads the result next
         elif isinstance(e, ev.Notice):
             t.end_message()
             t.add_notice(e.message)
@@ -227,6 +270,8 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
             self.approval = None
             answer = answer or ev.ApprovalAnswer("no")
             panel.set_status("running" if answer.decision != "no" else "denied")
+            self.show_activity(activity.GENERATING if answer.decision == "no"
+                               else activity.running(request.name, dict(request.arguments)))
             if not request.future.done():
                 request.future.set_result(answer)
             self.prompt.display = True
@@ -260,8 +305,7 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
         if e.reason == "cancelled":
             self.stopped_at = time.perf_counter()
             t.add_notice("Interrupted.", "warning")
-            left = self._quit_armed_until - time.monotonic()
-            self.set_hint("Press Ctrl+C again to quit." if left > 0.1 else "", max(left, 0.0))
+            self.quit_hint_after_cancel()
         elif e.reason != "done":
             t.add_notice(f"Turn stopped: {e.reason.replace('_', ' ')}.", "warning")
         self._record_perf(stats)
@@ -291,10 +335,10 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
                 self.status.set(context_used=msg.value)
             self.transcript.end_message()
             self.transcript.flush()
-            self.set_busy("")
+            self.set_busy(Busy.IDLE)
             self.send_next_queued()
             return
-        self.set_busy("")
+        self.set_busy(Busy.IDLE)
         self.task_done(msg)
 
     def error(self, message: str) -> None:
@@ -302,65 +346,9 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
         self.transcript.add_notice(message, "error")
         self.notify(message, severity="error", timeout=6)
 
-    # ----- interrupt / quit
-    def interrupt(self, quit_on_second: bool = True) -> None:
-        """Ctrl+C / Esc: cancel generation (or a pending approval); a second Ctrl+C quits.
-
-        The agent stops at its next block or tool poll (docs/tui.md, "Interrupt"); the notice
-        goes to the hint line above the prompt, never over it."""
-        now = time.monotonic()
-        if quit_on_second and now < self._quit_armed_until:
-            self.quit()
-            return
-        if quit_on_second:
-            self._quit_armed_until = now + QUIT_WINDOW_SECONDS
-        again = " (Ctrl+C again to quit)" if quit_on_second else ""
-        running = self.busy in ("generating", "compacting") and self.agent is not None
-        if running:  # cancel before the approval's "no" wakes the agent: else it may go on
-            self.interrupted_at, self.stopped_at = time.perf_counter(), None
-            self._cancel_running()
-        if self.approval is not None:
-            request, screen = self.approval
-            screen.dismiss(ev.ApprovalAnswer("no", "Interrupted by the user."))
-        if self.queued and self.busy != "loading":
-            self.drop_queued("interrupted")
-        if running:
-            self.status.set(busy="interrupting")
-            self.set_hint(f"Interrupting…{again}", QUIT_WINDOW_SECONDS)
-        elif quit_on_second:
-            self.set_hint("Press Ctrl+C again to quit.", QUIT_WINDOW_SECONDS)
-
     def show_summary(self) -> None:
         """After a compaction: the summary the model wrote, as its own folded "summary" entry."""
         for m in self.agent.messages if self.agent is not None else []:
             if m.get("role") == "user" and is_summary(m):  # the text the session file holds
                 self.transcript.add_summary(m.get("summary") or m.get("content") or "")
                 return
-
-    def stop_agent(self) -> None:
-        """Cancel a running turn and answer a pending approval, so worker threads can end (in
-        that order: an agent woken by the "no" before the cancel would ask the model again)."""
-        if self.agent is not None and self.busy:
-            self._cancel_running()
-        if self.approval is not None and not self.approval[0].future.done():
-            self.approval[0].future.set_result(ev.ApprovalAnswer("no", "The user quit."))
-
-    def _cancel_running(self) -> None:
-        """The driver's cancel when a turn or compaction runs (it also answers a pending
-        approval "no" and ends a turn that does not stop in time); else the agent's own."""
-        if self.driver is not None and self.driver.running:
-            self.driver.cancel()
-        elif self.agent is not None:
-            self.agent.cancel()
-
-    def on_unmount(self) -> None:
-        self.stop_agent()
-
-    def quit(self) -> None:
-        """Stop any generation and exit; the session file is already written."""
-        self.stop_agent()
-        agent = self.agent
-        info = None
-        if agent is not None:
-            info = {"session_id": agent.session_id, "session_path": str(agent.session_path or "")}
-        self.app.exit(info)

@@ -11,6 +11,7 @@ from textual import work
 from clover_cli.agent.config import APPROVAL_MODES
 from clover_cli.tui import slash
 from clover_cli.tui.bridge import TaskDone, error_text
+from clover_cli.tui.screens.busy import Busy
 
 BUSY_OK = ("help", "denoise", "quit", "threshold", "approval", "copy", "theme")  # commands allowed while generating
 
@@ -48,7 +49,7 @@ class SlashCommands:
             self.post_message(TaskDone(kind, error=error_text(exc)))
 
     def _start(self, kind: str, fn: Callable[[], Any]) -> None:
-        self.set_busy("working")
+        self.set_busy(Busy.WORKING)
         self.call_agent(kind, fn)
 
     def task_done(self, msg: TaskDone) -> None:
@@ -96,7 +97,7 @@ class SlashCommands:
         self._start("clear", self.agent.clear)
 
     def cmd_compact(self, arg: str) -> None:
-        self.set_busy("compacting")
+        self.set_busy(Busy.COMPACTING)
         self.drive(source=self.agent.compact)
 
     def cmd_model(self, arg: str) -> None:

@@ -85,7 +85,7 @@ class FocusKeeper:
         """Esc: interrupt a running turn; otherwise bring the focus back to the prompt."""
         if self.picker.active:
             self.picker.close()
-        elif self.busy in ("generating", "compacting"):
+        elif self.busy.stoppable:
             self.interrupt(quit_on_second=False)
         self._focus_deliberate = False
         self.prompt.focus(scroll_visible=False)

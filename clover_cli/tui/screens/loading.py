@@ -5,9 +5,9 @@ messages are queued; the first of them is sent when the model is ready (docs/tui
 """
 from __future__ import annotations
 
+import threading
 import time
 
-from textual import work
 from textual.widgets import Label
 
 from clover_cli.agent.attachments import strip_attachments
@@ -15,25 +15,40 @@ from clover_cli.agent.demo import demo_notice
 from clover_cli.agent.interface import AgentSession
 from clover_cli.agent.markup import split_message
 from clover_cli.tui.bridge import AgentFailed, AgentReady, error_text, measured_model, open_agent
+from clover_cli.tui.screens.busy import Busy
 from clover_cli.tui.widgets.messages import is_summary, plural
 from clover_cli.tui.widgets.status_bar import short_model_name
 
 
 class ModelLoading:
-    """Mixed into ChatScreen (which provides the widgets, `busy`, `queued` and `send`)."""
+    """Mixed into ChatScreen (which provides the widgets, `busy`, `queued` and `send`).
+
+    The load runs on a daemon thread of its own, not a Textual worker: quitting never waits for
+    it (a Textual thread worker runs in asyncio's default executor, which `App.run` joins on the
+    way out: a smollm2 conversion kept a quit waiting for a minute). `load_pending` tells
+    `clover chat` to end the process at once instead (commands/chat_cmd.py)."""
+
+    _load_thread: threading.Thread | None = None
+
+    @property
+    def load_pending(self) -> bool:
+        """True while a load (or reopen) is still running on its thread."""
+        return self._load_thread is not None and self._load_thread.is_alive()
 
     def load(self, resume: str | None, reuse: AgentSession | None = None) -> None:
         """Start loading the model (or reopening a session on `reuse`'s model) in a worker thread."""
-        self.set_busy("loading")
+        self.set_busy(Busy.LOADING)
         self.query_one("#loading").display = True
         self.status.set(loading=True)
         self._load_started = time.monotonic()
         self._loading_progress()
-        self._load_worker(resume, reuse)
+        self._load_thread = threading.Thread(target=self._load_worker, args=(resume, reuse),
+                                             name="clover-load", daemon=True)
+        self._load_thread.start()
 
     def _loading_progress(self) -> None:
         """The progress line while the model loads: elapsed time and what waits for it."""
-        if self.busy != "loading":
+        if self.busy is not Busy.LOADING:
             return
         n = len(self.queued)
         waiting = f" · {n} queued message{'s' if n != 1 else ''}, sent when ready" if n else " · type away"
@@ -42,14 +57,17 @@ class ModelLoading:
             f"{spin} Loading {short_model_name(self.options.model)}… "
             f"{time.monotonic() - self._load_started:.0f}s{waiting}")
 
-    @work(thread=True, group="agent", exit_on_error=False)
     def _load_worker(self, resume: str | None, reuse: AgentSession | None) -> None:
         try:
             agent, resumed, note = open_agent(self.options, resume, reuse)
             info = {**agent.model_info(), "context_used": agent.context_tokens()}
-            self.post_message(AgentReady(agent, info, agent.repo_branch(), resumed, note))
+            message = AgentReady(agent, info, agent.repo_branch(), resumed, note)
         except Exception as exc:  # every failure becomes a notice, never a crash
-            self.post_message(AgentFailed(error_text(exc)))
+            message = AgentFailed(error_text(exc))
+        try:
+            self.post_message(message)
+        except RuntimeError:  # the app closed while the model loaded (its loop is gone): no one to tell
+            pass
 
     def on_agent_ready(self, msg: AgentReady) -> None:
         if self.agent is not None and self.agent is not msg.agent:
@@ -68,9 +86,9 @@ class ModelLoading:
                         tpf=None, tokens_per_second=None,  # the previous model's figures are not this one's
                         approval=msg.agent.approval, mode=info.get("mode") or "",
                         placement=info.get("placement") or "")
-        self.set_busy("")
+        self.set_busy(Busy.IDLE)
         if switched:  # the transcript already shows the conversation
-            self.transcript.add_notice(f"Switched to {short_model_name(info.get('name') or self.options.model)}; "
+            self.transcript.add_notice(f"Switched to {short_model_name(self.options.model)}; "  # the spec typed
                                        "the conversation goes on.")
         elif msg.resumed:
             self.show_history(msg.agent.messages)
@@ -91,7 +109,7 @@ class ModelLoading:
             self.options = self.options_before_switch or self.options
             self.status.set(model=self.agent.model_info().get("name", ""))
         self.options_before_switch = None
-        self.set_busy("")
+        self.set_busy(Busy.IDLE)
         self.drop_queued("the model did not load")
         self.error(msg.message)
 

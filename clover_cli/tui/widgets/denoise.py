@@ -40,6 +40,7 @@ class DenoiseView(Static):
         """Forget the current block (turn ended)."""
         self._latest = None
         self._drawn = None
+        self.border_title = "denoise"  # the title named the last block's index and step
         self.update(Text("waiting for the next block…", style="dim"), layout=False)
 
     def refresh_view(self) -> None:

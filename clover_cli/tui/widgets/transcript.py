@@ -23,13 +23,30 @@ class Transcript(VerticalScroll):
         self._thinking: ThinkingBlock | None = None
         self._retiring: list = []  # closed messages with text still buffered
         self.panels: dict[str, ToolPanel] = {}
+        self.scrolled_away = False  # the user scrolled (PageUp, the wheel) and is not back at the end
+        self.unseen = False  # ... and something was added below the part in view
 
     def on_mount(self) -> None:
         self.anchor()
 
+    def release_anchor(self) -> None:
+        """Textual calls this for every scroll the user makes (keys, wheel, scroll bar), never
+        for the anchor's own scrolling to the end."""
+        super().release_anchor()
+        self.scrolled_away = True
+
     def _add(self, widget: Widget) -> Widget:
+        if self.scrolled_away:
+            self.unseen = True
         self.mount(widget)
         return widget
+
+    def seen_to_the_end(self) -> bool:
+        """Forget the scroll once the view is back at the end (and stays there); returns `unseen`."""
+        end = self.max_scroll_y
+        if self.scrolled_away and self.scroll_y >= end and self.scroll_target_y >= end:
+            self.scrolled_away = self.unseen = False
+        return self.unseen
 
     def add_user(self, text: str) -> UserMessage:
         """Append the user's prompt."""
@@ -147,4 +164,5 @@ class Transcript(VerticalScroll):
         self._thinking = None
         self._retiring = []
         self.panels.clear()
+        self.unseen = self.scrolled_away = False
         self.remove_children()
