@@ -9,8 +9,8 @@ import json
 import pytest
 from in_process import clover
 
-from clover_cli.training.session_bench import (FIXTURE, load_session, replay, session_prompts, step_prompts,
-                                               targets)
+from clover_cli.bench.session import (FIXTURE, load_session, replay, session_prompts, step_prompts,
+                                      targets)
 
 BLOCK = 32
 
@@ -27,7 +27,7 @@ def small_ckpt(tmp_path_factory):
     """2 layers of width 64 on the bundled tokenizer, block 32, 8K positions: the fixture's first
     steps fit, and a replay step costs milliseconds."""
     from clover_cli.engine.loader import bundled_tiny_dir
-    from clover_cli.training.tiny import build_tiny_checkpoint
+    from tiny_checkpoints import build_tiny_checkpoint
 
     return build_tiny_checkpoint(tmp_path_factory.mktemp("sess") / "m", "clover", block_size=BLOCK,
                                  logit_scale=12.0, tokenizer_dir=bundled_tiny_dir(),
