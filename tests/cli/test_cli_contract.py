@@ -123,11 +123,18 @@ def test_every_family_has_a_label():
         "DiffusionGemma canvas diffusion (diffusion_gemma, canvas 256)"
     assert describe(Family("ar", False, "qwen3_5_moe", recurrent=True)) == \
         "autoregressive (Gated DeltaNet hybrid, qwen3_5_moe)"
-    import inspect
+    from clover_cli.engine.families import detect_family
 
-    from clover_cli.engine import families
-    named = set(__import__("re").findall(r'Family\(\s*"(\w+)"', inspect.getsource(families)))
-    assert named and named <= set(FAMILY_LABELS)  # every family detect_family returns has a label
+    # one config per branch of detect_family: each family it returns is described with its label
+    configs = [{"model_type": "qwen3", "mask_token_id": 5}, {"model_type": "sdar", "mask_token_id": 5},
+               {"model_type": "Fast_dLLM_Qwen"}, {"model_type": "llada2_moe"}, {"model_type": "Dream"},
+               {"model_type": "LLaDA"}, {"model_type": "diffusion_gemma"},
+               {"model_type": "qwen3_next", "mask_token_id": 5}, {"model_type": "qwen3_next"},
+               {"model_type": "llama"}]
+    families = [detect_family(cfg) for cfg in configs]
+    assert {f.name for f in families} == set(FAMILY_LABELS)
+    for family in families:
+        assert describe(family).startswith(FAMILY_LABELS[family.name] + " ("), family.name
 
 
 @pytest.mark.parametrize("args, words", [
