@@ -161,6 +161,29 @@ def test_targets_pass_and_fail_on_the_issue_s_limits():
     assert all(v["ok"] is None for v in targets(good, BLOCK, reuse=False).values())
 
 
+def test_targets_defined_on_twenty_steps_are_not_judged_on_fewer():
+    """`bench --session --steps 5`: the prefill bound holds at every step and is judged; step 20's
+    flat decode and the 20-step speed-up are n/a, their measurement kept, the reason said."""
+    from clover_cli.bench.session_report import format_report
+
+    rows = [_row(1, 1000, 1000, 1000, 0.5, 0.4)] + [
+        _row(k, 1000 + 100 * k, 100, 100 + 2 * BLOCK + 1, 0.5, 0.01) for k in range(2, 6)]
+    t = targets(rows, BLOCK, reuse=True)
+    assert t["prefill_bounded"]["ok"] is False  # judged at any length
+    for key in ("flat_decode", "speedup"):
+        assert t[key]["ok"] is None
+        assert t[key]["detail"].endswith("; the target is for 20 steps, this replay ran 5")
+    assert "1.00x (>= 4x)" in t["speedup"]["detail"]
+    report = dict(model="m", parameters=1, dtype="float32", device="cpu", block_size=BLOCK,
+                  context_window=4096, decode_tokens=8, threshold=0.95, fixture="f", prefix_reuse=True,
+                  steps=[], cold_seconds=2.5, cold_prefill_seconds=0.0, cold_prefilled_tokens=0,
+                  warm_seconds=2.5, warm_prefill_seconds=0.0, warm_prefilled_tokens=0, warm_reused_tokens=0,
+                  speedup=1.0, identical_ids=True, peak_rss_mb=1.0, prefix_cache_bytes=0,
+                  max_prefix_cache_bytes=0, targets=t)
+    verdicts = [line.split()[0] for line in format_report(report).splitlines()[-3:]]
+    assert verdicts == ["FAIL", "n/a", "n/a"]
+
+
 def test_session_options_are_checked_before_any_model_loads(tmp_path):
     out = clover("bench", "--steps", "3")
     assert out.returncode == 2 and "--session" in out.stderr
