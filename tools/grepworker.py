@@ -17,6 +17,7 @@ Where no worker can start, the search runs in this process (grepsearch.search_he
 """
 from __future__ import annotations
 
+import atexit
 import json
 import queue
 import subprocess
@@ -41,11 +42,13 @@ class _Worker:
         self.proc = subprocess.Popen(WORKER, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL)
         self.lines: queue.Queue = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
     def _read(self) -> None:
-        for line in self.proc.stdout:
-            self.lines.put(line)
+        with self.proc.stdout:
+            for line in self.proc.stdout:
+                self.lines.put(line)
         self.lines.put(None)
 
     def send(self, request: dict) -> None:
@@ -59,7 +62,16 @@ class _Worker:
 
     def kill(self) -> None:
         self.proc.kill()
+        self.end()
+
+    def end(self) -> None:
+        """Wait for the process and its reader; close the pipes."""
         self.proc.wait()
+        self.reader.join(timeout=1)
+        try:
+            self.proc.stdin.close()
+        except OSError:  # a request still being written to the killed worker
+            pass
 
 
 def search(root: Path, rels: list[str], rx: regex.Pattern, deadline: Deadline) -> Found:
@@ -86,6 +98,7 @@ def search(root: Path, rels: list[str], rx: regex.Pattern, deadline: Deadline) -
                 found.timed_out = True
                 return found
             if line is None:  # the worker died before the deadline: search here instead
+                worker.end()
                 _worker = None
                 return search_here(root, rels, rx, deadline)
             record = json.loads(line)
@@ -101,6 +114,7 @@ def _start() -> _Worker | None:
         worker = _Worker()
     except OSError:
         return None
+    atexit.register(_close, worker)
     try:
         ready = worker.lines.get(timeout=STARTUP_SECONDS)
     except queue.Empty:
@@ -109,6 +123,18 @@ def _start() -> _Worker | None:
         worker.kill()
         return None
     return worker
+
+
+def _close(worker: _Worker) -> None:
+    """At exit: an idle worker ends when its stdin closes; a busy one is killed."""
+    if worker.proc.poll() is not None:
+        return
+    try:
+        worker.proc.stdin.close()
+        worker.proc.wait(timeout=1)
+    except (OSError, subprocess.TimeoutExpired):
+        worker.proc.kill()
+    worker.end()
 
 
 def _limit_cpu(seconds: float) -> None:
