@@ -5,7 +5,7 @@
                      [--dtype float32|bfloat16] [--seed 0]
 
 Qwen3-shaped, the bundled tokenizer, block size 32, 16K positions, output logits scaled by 12 so
-confidences are peaked as in a trained model (clover_cli/training/tiny.py, BENCH_SHAPES). Seeded:
+confidences are peaked as in a trained model (tests/tiny_checkpoints.py, BENCH_SHAPES). Seeded:
 the same arguments give the same weights. Prints the parameter count.
 """
 from __future__ import annotations
@@ -17,7 +17,8 @@ from pathlib import Path
 
 
 def main() -> int:
-    from clover_cli.training.tiny import BENCH_SHAPES, build_bench_checkpoint
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tiny_checkpoints
+    from tiny_checkpoints import BENCH_SHAPES, build_bench_checkpoint
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)

@@ -32,7 +32,8 @@ def sdar_checkpoint(work: Path, dry_run: bool) -> tuple[Path, dict]:
     path, stamp = work / "sdar-1.7b", work / "sdar-1.7b.built.json"
     if stamp.exists():
         return path, dict(json.loads(stamp.read_text()), reused=True)
-    from clover_cli.training.tiny import build_from_config
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tiny_checkpoints
+    from tiny_checkpoints import build_from_config
 
     shutil.rmtree(path, ignore_errors=True)  # a build that an earlier section's time limit cut
     dtype = "float32" if dry_run else "bfloat16"

@@ -1,12 +1,13 @@
 """The session section of scripts/gpu_bench.py (`--only session`): the recorded 20-step agent
-session (clover_cli/training/session_replay.json) replayed cold and with prefix reuse
-(clover_cli/training/session_bench.py) on a random checkpoint built in a temporary folder, in bf16
+session (clover_cli/bench/session_replay.json) replayed cold and with prefix reuse
+(clover_cli/bench/session.py) on a random checkpoint built in a temporary folder, in bf16
 on CUDA: per-step context, reused / prefilled tokens, prefill / decode / step seconds and CUDA
 memory. Shapes: "sdar-1.7b" (SDAR-1.7B-Chat's body on the bundled tokenizer) or "79m"
-(clover_cli/training/tiny.py, BENCH_SHAPES). --dry-run: 2 layers, width 64, float32, 3 steps
+(tests/tiny_checkpoints.py, BENCH_SHAPES). --dry-run: 2 layers, width 64, float32, 3 steps
 on the CPU."""
 from __future__ import annotations
 
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -15,9 +16,10 @@ from pathlib import Path
 def bench_session(dry_run: bool, shape: str = "sdar-1.7b", steps: int | None = None,
                   decode_tokens: int = 32) -> dict:
     from clover_cli.engine.loader import bundled_tiny_dir, load_model
-    from clover_cli.training.session_bench import load_session, replay
-    from clover_cli.training.session_report import format_report
-    from clover_cli.training.tiny import build_bench_checkpoint, build_tiny_checkpoint
+    from clover_cli.bench.session import load_session, replay
+    from clover_cli.bench.session_report import format_report
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tiny_checkpoints
+    from tiny_checkpoints import build_bench_checkpoint, build_tiny_checkpoint
 
     device, dtype = ("cpu", "float32") if dry_run else ("cuda", "bfloat16")
     with tempfile.TemporaryDirectory(prefix="clover-session-bench-") as tmp:

@@ -2,7 +2,7 @@
 """Record the 20-step agent session that `clover bench --session` replays.
 
     .venv/bin/python scripts/make_session_fixture.py [OUT.json]
-    (default OUT: clover_cli/training/session_replay.json)
+    (default OUT: clover_cli/bench/session_replay.json)
 
 The repository is a throw-away copy of the installed click package (as src/click) with one
 regression put in (Choice's case-insensitive match uses lower() instead of casefold()), a small
@@ -278,7 +278,7 @@ def main() -> int:
     failed = [k for k, s in enumerate(steps, 1) if not s["ok"]]
     print(f"wrote {args.out} ({args.out.stat().st_size:,} bytes); steps whose tool failed: {failed or 'none'}")
     from clover_cli.engine.loader import load_model
-    from clover_cli.training.session_bench import load_session, step_prompts
+    from clover_cli.bench.session import load_session, step_prompts
 
     lm = load_model("tiny")
     session = load_session(args.out)

@@ -132,7 +132,8 @@ def layers(path: str, tmp: Path) -> dict:
     import torch
 
     from clover_cli.engine import quantize as q
-    from clover_cli.training.tiny import build_tiny_checkpoint
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tiny_checkpoints
+    from tiny_checkpoints import build_tiny_checkpoint
 
     hybrid = build_tiny_checkpoint(tmp / "hybrid", "hybrid", block_size=8, logit_scale=12.0)
     from clover_cli.engine.loader import bundled_tiny_dir

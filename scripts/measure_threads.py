@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 VARIANTS = {"default": {}, "passive": {"OMP_WAIT_POLICY": "PASSIVE"}, "interop1": {}}
 PROMPT = "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n" * 4
@@ -72,7 +73,8 @@ def _spec(model: str, tmp: str) -> tuple[str, str]:
     """(spec, label): `bench` is built into `tmp` first."""
     if model != "bench":
         return model, model
-    from clover_cli.training.tiny import build_bench_checkpoint
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tiny_checkpoints
+    from tiny_checkpoints import build_bench_checkpoint
 
     return str(build_bench_checkpoint(os.path.join(tmp, "bench79m"), "79m")), "bench-79m"
 

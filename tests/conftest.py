@@ -22,7 +22,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # (set before any test module imports torch; children started by tests inherit it)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from clover_cli.training.tiny import build_tiny_checkpoint
+from tiny_checkpoints import build_tiny_checkpoint
 
 
 @pytest.fixture(autouse=True)

@@ -1,8 +1,8 @@
 """grep: regex search over the repository's files; ripgrep when installed, Python otherwise.
 
 Both engines answer alike (docs/tools.md, "grep"): neither can hang (ripgrep's regex engine does
-not backtrack and runs under a deadline; the Python engine, grepsearch, runs the `regex` module with
-a timeout), lines are decoded the way read_file shows them (a line that is not utf-8 is latin-1),
+not backtrack and runs under a deadline; the Python engine, grepsearch, runs the `regex` module in
+a worker process killed at the deadline, tools/grepworker.py), lines are decoded the way read_file shows them (a line that is not utf-8 is latin-1),
 file names are shown escaped when they hold unprintable characters, and files too big to search
 are named. A pattern that can match non-ASCII text goes to the Python engine, which decodes each
 file as a whole like read_file; ripgrep matches bytes and would miss `café` in a latin-1 file.
@@ -71,8 +71,10 @@ def grep(root: Path, pattern: str, path: str | None = None, glob: str | None = N
     if found.timed_out:
         blame = (" A pattern with nested repeats such as (a|aa)+b can take exponential time; simplify it,"
                  " or narrow" if _NESTED.search(pattern) else " Narrow")
+        so_far = (f" ({found.total} match{'es' if found.total != 1 else ''} in {found.nfiles} "
+                  f"file{'s' if found.nfiles != 1 else ''} before it stopped)" if found.total else "")
         return ToolResult(False, f"grep stopped: searching for {_short(pattern)} took longer than "
-                          f"{deadline.seconds:g} s.{blame} the search with `path` or "
+                          f"{deadline.seconds:g} s{so_far}.{blame} the search with `path` or "
                           "`glob`.", {"error": "timeout", "engine": engine,
                                       "matches": found.total, "files": found.nfiles})
     skipped = _skipped_note(found)

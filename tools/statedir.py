@@ -14,6 +14,15 @@ state and a symlinked path reaches the same folder as the real one. `<name>` is 
 name, sanitised, only so that a person can find the folder. Folders are created 0700.
 
 Only the standard library is imported here, so every layer may use it (tools import nothing of ours).
+
+Why not `platformdirs` (installed here through textual): on Linux it gives these same three
+folders, XDG variables and their relative-value rule included (tests/tools/test_statedir.py
+compares them), so it gains nothing there. On macOS it would move a user's files to
+`~/Library/Application Support/clover` and put config and state in that one folder (its
+`user_state_dir` is its `user_config_dir`), while the trust list and config must stay apart from
+per-repository state. And it costs start-up time: imported after `clover_cli.cli`, platformdirs
+took 9-48 ms (min-median of 9 runs, `python -X importtime`, this 2-core machine under load; it
+pulls in tempfile, shutil and random), this module 0.5-0.6 ms. `clover --help` imports neither.
 """
 from __future__ import annotations
 

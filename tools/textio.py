@@ -151,9 +151,3 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
     except ValueError as exc:  # a name fsat refuses (too long, "..", empty)
         raise OSError(f"cannot write {path}: {exc}") from None
 
-
-def _default_mode() -> int:
-    """0o666 minus the process umask."""
-    from . import fsat
-
-    return fsat.default_mode()

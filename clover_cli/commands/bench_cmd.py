@@ -58,7 +58,7 @@ def bench(model_spec, prompts_file, thresholds, max_new_tokens, offline, as_json
         except ImportError:
             click.echo("clover: error: --plot needs matplotlib: pip install 'clover-cli[plot]'", err=True)
             sys.exit(2)
-    from clover_cli.training.bench import format_table, load_prompts, plot, run_bench
+    from clover_cli.bench.speed import format_table, load_prompts, plot, run_bench
     from clover_cli.commands.generate_cmd import load_or_exit, parse_spec_or_exit
 
     spec = parse_spec_or_exit(model_spec)  # once, at the boundary
@@ -85,10 +85,10 @@ def bench(model_spec, prompts_file, thresholds, max_new_tokens, offline, as_json
 
 
 def _session(model_spec, fixture, steps, decode_tokens, check, offline, as_json) -> None:
-    """`clover bench --session`: clover_cli/training/session_bench.py, printed."""
+    """`clover bench --session`: clover_cli/bench/session.py, printed."""
     from clover_cli.commands.generate_cmd import load_or_exit, parse_spec_or_exit
-    from clover_cli.training.session_bench import load_session, replay
-    from clover_cli.training.session_report import format_report
+    from clover_cli.bench.session import load_session, replay
+    from clover_cli.bench.session_report import format_report
 
     spec = parse_spec_or_exit(model_spec)  # once, at the boundary
     try:

@@ -1,7 +1,23 @@
-"""`clover train`: train (or keep training) the block-diffusion model; `--export` ships one."""
+"""`clover train`: train (or keep training) the block-diffusion model; `--export` ships one.
+
+The trainer (clover_cli/training) is the `train` extra: what it needs beyond the base install is
+listed under `train` in pyproject.toml, and a missing module is one line naming the extra.
+"""
 from __future__ import annotations
 
+import importlib
+
 import click
+
+EXTRA = "pip install 'clover-cli[train]'"
+
+
+def trainer_module(name: str):
+    """clover_cli.training.<name>, or one line (exit 1) naming the module it lacks and the extra."""
+    try:
+        return importlib.import_module(f"clover_cli.training.{name}")
+    except ImportError as exc:
+        raise click.ClickException(f"clover train needs {exc.name or exc}: {EXTRA}") from None
 
 
 def _mix(text: str) -> dict:
@@ -95,9 +111,9 @@ def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_
           train_new_only):
     """Train the block-diffusion model (SDAR/BD3-LM objective); resumes from OUT if present."""
     if export:
-        from clover_cli.training.modeling import export_model
+        modeling = trainer_module("modeling")
         try:
-            dest = export_model(export[0], export[1])
+            dest = modeling.export_model(export[0], export[1])
         except (FileNotFoundError, OSError, ValueError) as e:
             raise click.ClickException(str(e)) from None
         click.echo(f"exported {export[0]} -> {dest}")
@@ -105,7 +121,7 @@ def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_
     if make_transcripts:
         if not transcripts_file:
             raise click.UsageError("--make-transcripts needs --transcripts FILE")
-        from clover_cli.training.transcripts import generate
+        generate = trainer_module("transcripts").generate
         counts: dict = {}
         if not 0.0 <= tests_share <= 1.0:
             raise click.UsageError("--tests-share must be between 0 and 1")
@@ -120,8 +136,9 @@ def train(out, from_dir, size, tokenizer_dir, vocab_size, steps, seq_len, batch_
     if make_distill:
         _make_distill(make_distill, distill_file, from_dir or "tiny", seed)
         return
-    from clover_cli.training.evaluation_hooks import make_evaluator
-    from clover_cli.training.trainer import TrainConfig, Trainer
+    make_evaluator = trainer_module("evaluation_hooks").make_evaluator
+    training = trainer_module("trainer")
+    TrainConfig, Trainer = training.TrainConfig, training.Trainer
 
     if from_dir == "tiny":
         from clover_cli.engine.loader import bundled_tiny_dir
@@ -150,8 +167,8 @@ def _make_distill(n: int, path: str | None, teacher: str, seed: int) -> None:
     """`--make-distill N`: the teacher's AR-mode completions, with a progress line per 5%."""
     if not path:
         raise click.UsageError("--make-distill needs --distill FILE")
+    distill = trainer_module("distill")
     from clover_cli.engine.loader import ModelLoadError
-    from clover_cli.training import distill
 
     step = max(1, n // 20)
 

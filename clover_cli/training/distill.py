@@ -191,7 +191,7 @@ class DistillSource(PackedChatSource):
         completions rather than all of them."""
         total = len(records)
         if parsing_only:
-            from clover_cli.training.bench import code_parses
+            from clover_cli.bench.speed import code_parses
 
             records = [r for r in records if code_parses(r["prompt"], r["completion"])]
         if not records:

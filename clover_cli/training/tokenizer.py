@@ -108,12 +108,3 @@ def load_tokenizer(path: Path):
 
     return AutoTokenizer.from_pretrained(str(path))
 
-
-def bytes_per_token(tok, texts: Iterable[str]) -> float:
-    """Compression measure: UTF-8 bytes per token over the given texts."""
-    nbytes = ntok = 0
-    for text in texts:
-        nbytes += len(text.encode("utf-8"))
-        ntok += len(tok.encode(text).ids if hasattr(tok, "encode") and not hasattr(tok, "vocab_size")
-                    else tok(text)["input_ids"])
-    return nbytes / max(ntok, 1)

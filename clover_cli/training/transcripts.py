@@ -286,8 +286,8 @@ def generate(out_file: Path, n: int, seed: int = 0, p_system: float = 0.2,
     import tempfile
 
     if p_tests > 0 and importlib.util.find_spec("pytest") is None:
-        raise ValueError("'run the tests' transcripts run pytest: install it "
-                         "(pip install pytest) or pass --tests-share 0")
+        raise ValueError("'run the tests' transcripts run pytest: pip install 'clover-cli[train]' "
+                         "(or pass --tests-share 0)")
     rng = random.Random(seed)
     cache = Path(cache or Path(tempfile.gettempdir()) / "clover-train-repos")
     repos = repos or (package_repos() if p_tests < 1.0 else [])

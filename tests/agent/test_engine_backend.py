@@ -22,7 +22,7 @@ TOOLS_TEMPLATE = (
 
 @pytest.fixture(scope="module")
 def tiny_dirs(tmp_path_factory):
-    from clover_cli.training.tiny import build_tiny_checkpoint
+    from tiny_checkpoints import build_tiny_checkpoint
 
     root = tmp_path_factory.mktemp("tiny-models")
     made = {}

@@ -19,7 +19,7 @@ from clover_cli.agent.events import TurnFinished
 from clover_cli.agent.interface import repo_branch, repo_files, state_file
 from clover_cli.agent.session import SessionError
 
-from .helpers import drive, make_repo, new_agent
+from .helpers import call, drive, make_repo, new_agent
 
 TUI = Path(__file__).resolve().parents[2] / "clover_cli" / "tui"
 
@@ -31,11 +31,39 @@ def protocol_members() -> set[str]:
     return names
 
 
-def test_the_protocol_lists_what_front_ends_need():
-    assert protocol_members() >= {
-        "run_turn", "cancel", "compact", "clear", "undo", "diff", "changed_files", "set_approval",
-        "set_threshold", "model_info", "context_tokens", "repo_branch", "session_id", "session_path",
-        "messages", "approval", "reopen", "close"}
+class ProtocolView:
+    """An agent seen through AgentSession alone, as a front end holds it: reading anything the
+    protocol does not declare is an AttributeError."""
+
+    def __init__(self, agent):
+        self._agent = agent
+
+    def __getattr__(self, name):
+        if name not in protocol_members():
+            raise AttributeError(f"{name} is not an AgentSession member")
+        return getattr(self._agent, name)
+
+
+def test_a_front_end_does_its_job_through_the_protocol_alone(tmp_path):
+    """A turn that edits, then what the TUI's commands do after it (/diff, /undo, /clear, the
+    status bar, /resume, quit), each through AgentSession members only, each with its effect."""
+    repo = make_repo(tmp_path / "repo")
+    view = ProtocolView(new_agent(repo, [call("edit_file", path="calc.py", old="a - b", new="a + b"),
+                                         "Fixed."]))
+    with pytest.raises(AttributeError):
+        view.backend
+    view.set_approval("auto-edit")
+    assert drive(view, "fix add")[-1].final_text == "Fixed."
+    assert view.changed_files == ["calc.py"] and "+    return a + b" in view.diff()
+    assert view.model_info()["name"].startswith("replay:") and view.context_tokens() > 0
+    assert view.session_path.name == f"{view.session_id}.jsonl" and view.session_path.is_file()
+    assert view.undo().ok and "a - b" in (repo / "calc.py").read_text() and view.changed_files == []
+    again = view.reopen(view.session_id)
+    assert [m["content"] for m in again.messages if m["role"] == "user"] == ["fix add"]
+    view.clear()
+    assert [m["role"] for m in view.messages] == ["system"]
+    assert [m["role"] for m in view.reopen(view.session_id).messages] == ["system"]  # the clear is saved
+    again.close()
 
 
 def test_a_real_agent_has_every_member_of_the_protocol(tmp_path):

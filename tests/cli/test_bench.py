@@ -6,7 +6,7 @@ import json
 from click.testing import CliRunner
 
 from clover_cli.cli import cli
-from clover_cli.training.bench import agreement, code_parses
+from clover_cli.bench.speed import agreement, code_parses
 
 
 def test_bench_json_has_every_field(tiny_dirs, tmp_path):
@@ -55,7 +55,7 @@ def test_agent_turns_are_rendered_as_clover_run_sends_them(monkeypatch):
     from types import SimpleNamespace
 
     import clover_cli.engine.engine as decode
-    from clover_cli.training.bench import agent_system_prompt, run_bench
+    from clover_cli.bench.speed import agent_system_prompt, run_bench
 
     rendered = []
 

@@ -15,19 +15,22 @@ ROOT = Path(__file__).resolve().parents[2]
 # Source folder -> the installed package it becomes (setup.py's mapping).
 FOLDERS = {"engine": "clover_cli.engine", "kernels": "clover_cli.kernels",
            "tools": "clover_cli.tools", "clover_cli": "clover_cli"}
-LAYERS = ("engine", "kernels", "tools", "agent", "tui", "training")
+LAYERS = ("engine", "kernels", "tools", "agent", "tui", "bench", "training")
 # layer -> the layers it may import (itself included). Everything else in clover_cli
-# (cli, commands, modes, config, bench, ...) is the application layer and may import anything.
+# (cli, commands, modes, config, ...) is the application layer and may import anything.
 ALLOWED = {
     "engine": {"engine", "kernels"},
     "kernels": {"kernels"},
     "tools": {"tools"},
     "agent": {"agent", "engine", "tools"},
     "tui": {"tui", "agent"},
-    "training": {"training", "engine", "agent", "tools"},
+    "bench": {"bench", "engine", "agent", "tools"},  # never the trainer (the `train` extra)
+    # transcripts are the agent's own prompts and real tool output, the evaluation parses calls
+    # as the agent does, distillation keeps what parses as `clover bench` judges code
+    "training": {"training", "engine", "agent", "tools", "bench"},
 }
 UI_LIBRARIES = ("textual", "rich")
-HEADLESS = ("engine", "kernels", "tools", "agent", "training")
+HEADLESS = ("engine", "kernels", "tools", "agent", "bench", "training")
 
 
 def layer_of(module: str) -> str | None:
@@ -120,6 +123,7 @@ def test_a_planted_function_level_import_is_caught(tmp_path):
         "clover_cli/agent/planted.py": "def f():\n    import textual\n",
         "kernels/planted.py": "import clover_cli.engine.engine\n",
         "clover_cli/training/planted.py": "from clover_cli.modes import fix\n",
+        "clover_cli/bench/planted.py": "def f():\n    from clover_cli.training import trainer\n",
         "engine/planted_top.py": "import clover_cli\n",
     }
     assert violations(copy) == []

@@ -132,22 +132,49 @@ def test_the_default_threshold_is_written_once_and_checked_alike():
         _Bare(threshold=0)
 
 
-@pytest.mark.parametrize("name", ["chat", "run", "fix", "trust", "undo", "tool"])
-def test_commands_take_shared_options_from_the_one_declaration(name):
-    """A shared option on a command is options.py's (its value goes to ctx.obj), and no command
-    reads the group's values back from the parent context."""
-    import importlib
+# flag -> (CommandLine field, a value given to the group, another given to the command)
+SHARED = {"--model": ("model", "group-model", "command-model"), "--root": ("root", "/group", "/command"),
+          "--approval": ("approval", "read-only", "yolo"), "--threshold": ("threshold", 0.5, 0.7),
+          "--cache-mb": ("cache_mb", 1.0, 2.0), "--diffusion-mode": ("diffusion_mode", "exact", "dual"),
+          "--device": ("device", "cpu", "cuda"), "--dtype": ("dtype", "float32", "bfloat16"),
+          "--quantize": ("quantize", "int8", "int4"), "--continue": ("continue_", False, True),
+          "--session": ("session_id", "group-session", "command-session")}
 
-    from clover_cli.cli import COMMANDS
-    from clover_cli.commands import options
 
-    module = importlib.import_module(f"clover_cli.commands.{COMMANDS[name][0]}")
-    command = getattr(module, COMMANDS[name][1])
-    shared = {"model", "root", "approval", "threshold", "cache_mb", "continue_", "session_id"}
+def _shared_args(command, side: int) -> list[str]:
+    """The command's shared options with the group's (side 1) or the command's (side 2) values."""
+    import click
+
+    args = []
     for param in command.params:
-        if param.name in shared:
-            assert param.expose_value is False and param.callback.__module__ == options.__name__, param.name
-    assert "parent.params" not in inspect.getsource(module)
+        if isinstance(param, click.Option) and param.opts[0] in SHARED:
+            value = SHARED[param.opts[0]][side]
+            args += ([param.opts[0]] if value else []) if param.is_flag else [param.opts[0], str(value)]
+    return args
+
+
+@pytest.mark.parametrize("name", ["chat", "run", "fix", "trust", "undo", "tool"])
+def test_a_shared_option_reaches_the_command_only_through_the_command_line(name):
+    """Each shared option given to the group and again to the command ends in the one CommandLine
+    (clover_cli/commands/options.py) with the command's value where the command takes it, the
+    group's otherwise; neither context keeps it in its params, so there is nothing to read back
+    from the parent."""
+    import click
+
+    from clover_cli.commands.options import command_line
+
+    assert {p.opts[0] for p in cli.params if isinstance(p, click.Option)} - {"--version", "-h"} <= set(SHARED)
+    command = cli.get_command(None, name)
+    group = cli.make_context("clover", [*_shared_args(cli, 1), name])
+    required = ["x" for p in command.params if isinstance(p, click.Argument) and p.required]
+    ctx = command.make_context(name, [*required, *_shared_args(command, 2)], parent=group)
+    assert group.params == {}
+    flags = {p.opts[0] for p in command.params if isinstance(p, click.Option)}
+    assert not {p.name for p in command.params if p.opts[0] in SHARED} & set(ctx.params)
+    given = command_line(ctx)
+    for flag in {p.opts[0] for p in cli.params if isinstance(p, click.Option)} & set(SHARED):
+        field, at_group, at_command = SHARED[flag]
+        assert getattr(given, field) == (at_command if flag in flags else at_group), flag
 
 
 def test_cache_mb_reaches_the_engine(tmp_path, monkeypatch):

@@ -10,7 +10,7 @@ import torch
 from clover_cli.engine.config import GenerationConfig
 from clover_cli.engine.engine import Engine
 from clover_cli.engine.loader import ModelLoadError, load_model, resolve_hf_cache
-from clover_cli.training.tiny import build_tiny_checkpoint
+from tiny_checkpoints import build_tiny_checkpoint
 
 
 @pytest.mark.parametrize("kind", ["ar", "ar_llama"])

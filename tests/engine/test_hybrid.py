@@ -92,7 +92,7 @@ def test_hybrid_fused_commit_equals_separate_forward(hybrid, n, block_size):
 
 def test_qwen3_5_dense_hybrid_fuses_exactly(tmp_path_factory):
     """The split also holds for transformers' Qwen3.5 GDN layers (a dense Qwen3.5 text hybrid)."""
-    from clover_cli.training.tiny import build_tiny_checkpoint
+    from tiny_checkpoints import build_tiny_checkpoint
 
     path = build_tiny_checkpoint(tmp_path_factory.mktemp("q35") / "m", "hybrid_dense", block_size=8,
                                  logit_scale=12.0)

@@ -12,7 +12,7 @@ import torch
 from clover_cli.engine.loader import ModelLoadError, bundled_tiny_dir, load_model
 from clover_cli.engine.models.qwen import QwenForCausalLM, unsupported
 from clover_cli.engine.runtime import block_causal_mask, make_cache
-from clover_cli.training.tiny import build_tiny_checkpoint
+from tiny_checkpoints import build_tiny_checkpoint
 
 
 def _biased_qwen2(tmp_path):

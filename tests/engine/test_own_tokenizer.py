@@ -10,7 +10,7 @@ import pytest
 
 from clover_cli.engine.loader import bundled_tiny_dir, load_model
 from clover_cli.engine.tokenizer_load import load_tokenizer as _load_tokenizer
-from clover_cli.training.tiny import build_tokenizer
+from tiny_checkpoints import build_tokenizer
 from clover_cli.engine.tokenizer import CheckpointTokenizer, UnsupportedTokenizer
 
 TEXTS = [

@@ -10,7 +10,7 @@ import torch
 from clover_cli.engine.config import GenerationConfig
 from clover_cli.engine.engine import Engine
 from clover_cli.engine.loader import load_model
-from clover_cli.training.tiny import build_tiny_checkpoint
+from tiny_checkpoints import build_tiny_checkpoint
 
 FAMILIES = ["clover", "sdar", "fast_dllm_v2", "hybrid", "hybrid_dense", "ar", "ar_llama"]
 CASES = ["extends", "mid_block", "boundary", "same_prompt", "none"]

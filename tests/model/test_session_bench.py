@@ -9,8 +9,8 @@ import json
 import pytest
 from in_process import clover
 
-from clover_cli.training.session_bench import (FIXTURE, load_session, replay, session_prompts, step_prompts,
-                                               targets)
+from clover_cli.bench.session import (FIXTURE, load_session, replay, session_prompts, step_prompts,
+                                      targets)
 
 BLOCK = 32
 
@@ -27,7 +27,7 @@ def small_ckpt(tmp_path_factory):
     """2 layers of width 64 on the bundled tokenizer, block 32, 8K positions: the fixture's first
     steps fit, and a replay step costs milliseconds."""
     from clover_cli.engine.loader import bundled_tiny_dir
-    from clover_cli.training.tiny import build_tiny_checkpoint
+    from tiny_checkpoints import build_tiny_checkpoint
 
     return build_tiny_checkpoint(tmp_path_factory.mktemp("sess") / "m", "clover", block_size=BLOCK,
                                  logit_scale=12.0, tokenizer_dir=bundled_tiny_dir(),
@@ -159,6 +159,29 @@ def test_targets_pass_and_fail_on_the_issue_s_limits():
     bad[5]["trimmed"] = True  # a trimmed step rewrote history: not held to the bound
     assert targets(bad, BLOCK, reuse=True)["prefill_bounded"]["ok"] is True
     assert all(v["ok"] is None for v in targets(good, BLOCK, reuse=False).values())
+
+
+def test_targets_defined_on_twenty_steps_are_not_judged_on_fewer():
+    """`bench --session --steps 5`: the prefill bound holds at every step and is judged; step 20's
+    flat decode and the 20-step speed-up are n/a, their measurement kept, the reason said."""
+    from clover_cli.bench.session_report import format_report
+
+    rows = [_row(1, 1000, 1000, 1000, 0.5, 0.4)] + [
+        _row(k, 1000 + 100 * k, 100, 100 + 2 * BLOCK + 1, 0.5, 0.01) for k in range(2, 6)]
+    t = targets(rows, BLOCK, reuse=True)
+    assert t["prefill_bounded"]["ok"] is False  # judged at any length
+    for key in ("flat_decode", "speedup"):
+        assert t[key]["ok"] is None
+        assert t[key]["detail"].endswith("; the target is for 20 steps, this replay ran 5")
+    assert "1.00x (>= 4x)" in t["speedup"]["detail"]
+    report = dict(model="m", parameters=1, dtype="float32", device="cpu", block_size=BLOCK,
+                  context_window=4096, decode_tokens=8, threshold=0.95, fixture="f", prefix_reuse=True,
+                  steps=[], cold_seconds=2.5, cold_prefill_seconds=0.0, cold_prefilled_tokens=0,
+                  warm_seconds=2.5, warm_prefill_seconds=0.0, warm_prefilled_tokens=0, warm_reused_tokens=0,
+                  speedup=1.0, identical_ids=True, peak_rss_mb=1.0, prefix_cache_bytes=0,
+                  max_prefix_cache_bytes=0, targets=t)
+    verdicts = [line.split()[0] for line in format_report(report).splitlines()[-3:]]
+    assert verdicts == ["FAIL", "n/a", "n/a"]
 
 
 def test_session_options_are_checked_before_any_model_loads(tmp_path):

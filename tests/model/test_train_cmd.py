@@ -94,3 +94,57 @@ def test_size_presets_have_one_default_and_none_is_named_tiny(tmp_path, train_co
         TrainConfig(out=str(tmp_path / "b"), size="tiny")
     CliRunner().invoke(cli, ["train", "--out", str(tmp_path / "c")])
     assert [cfg.size for cfg in train_configs] == [DEFAULT_SIZE]
+
+
+def _clover_without(module: str, *args: str):
+    """`clover ARGS` in a fresh interpreter where `module` cannot be imported (as on an install
+    without the `train` extra)."""
+    import subprocess
+    import sys
+    code = (f"import sys; sys.modules[{module!r}] = None; sys.argv = ['clover', *{list(args)!r}]; "
+            "from clover_cli.cli import main; main()")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
+def test_a_missing_trainer_dependency_is_one_line_naming_the_extra(tmp_path):
+    out = _clover_without("torch", "train", "--out", str(tmp_path / "r"), "--steps", "1")
+    assert out.returncode == 1, out.stderr
+    assert out.stderr.strip().splitlines() == ["Error: clover train needs torch: pip install 'clover-cli[train]'"]
+    assert not (tmp_path / "r").exists()
+
+
+def test_test_run_transcripts_without_pytest_name_the_extra(tmp_path):
+    out = _clover_without("pytest", "train", "--make-transcripts", "1", "--transcripts",
+                          str(tmp_path / "t.jsonl"), "--tests-share", "1")
+    assert out.returncode == 1, out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    assert "pytest" in line and "pip install 'clover-cli[train]'" in line and "--tests-share 0" in line
+    assert not (tmp_path / "t.jsonl").exists()
+
+
+def test_every_module_the_trainer_imports_comes_with_the_base_install_or_the_train_extra():
+    """A third-party import added to clover_cli/training must be a base dependency or be listed in
+    pyproject's `train` extra (pytest, which transcripts run, is there)."""
+    import ast
+    import re
+    import sys
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+
+    def names(reqs):
+        return {re.split(r"[<>=!~ \[]", r)[0].replace("-", "_").lower() for r in reqs}
+    base, extra = names(project["dependencies"]), names(project["optional-dependencies"]["train"])
+    imported = set()
+    for path in (root / "clover_cli" / "training").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                imported.add(node.module.split(".")[0])
+    third_party = imported - set(sys.stdlib_module_names) - {"clover_cli", "__future__"}
+    assert {"torch", "transformers", "tokenizers"} <= third_party
+    assert third_party <= base | extra, third_party - base - extra
+    assert extra == {"pytest"} and "pytest" not in base

@@ -64,13 +64,24 @@ def test_loss_goes_down_and_resume(tmp_path, corpus_dir, bundled_dir):
     assert any("resumed" in x for x in lines)
 
 
-def test_ar_fraction_runs_both_layouts(tmp_path, corpus_dir, bundled_dir):
+@pytest.mark.parametrize("ar_fraction,kind", [(1.0, "ar"), (0.0, "bd")])
+def test_ar_fraction_picks_each_micro_batchs_layout(tmp_path, corpus_dir, bundled_dir, ar_fraction, kind):
+    """ar_fraction 1: every micro-batch trains the AR layout (block 1, all masked), logged as
+    ar_loss with no block-diffusion loss; 0: the block layout only."""
+    import math
+
     from clover_cli.training.trainer import Trainer
 
-    tr = Trainer(_cfg(tmp_path, corpus_dir, bundled_dir, steps=10, ar_fraction=0.5,
+    tr = Trainer(_cfg(tmp_path, corpus_dir, bundled_dir, steps=4, log_every=2, ar_fraction=ar_fraction,
                       mix={"code": 1.0, "curriculum": 1.0}), echo=lambda s: None)
-    rec = tr.run()
-    assert rec["loss"] is not None and rec["ar_loss"] is not None
+    assert {tr.micro_step()[1] for _ in range(4)} == {kind}
+    tr.opt.zero_grad(set_to_none=True)
+    tr.run()
+    log = [json.loads(x) for x in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [2, 4]
+    other = "loss" if kind == "ar" else "ar_loss"
+    mine = "ar_loss" if kind == "ar" else "loss"
+    assert all(r[other] is None and math.isfinite(r[mine]) and r[mine] > 0 for r in log)
 
 
 def test_dense_copy_source_trains(tmp_path, corpus_dir, bundled_dir):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from clover_cli.tools.statedir import repo_cache_dir, repo_key, repo_state_dir
 
@@ -55,3 +56,27 @@ def test_every_user_file_is_under_the_one_config_home(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", "relative/xdg")
     assert config_home() == tmp_path / "home" / ".config" / "clover"
     assert all(p.parent == config_home() for p in paths())
+
+
+def test_on_linux_the_folders_are_platformdirs_own(tmp_path, monkeypatch):
+    """tools/statedir.py's reason for not using platformdirs: on Linux its folders are these, with
+    the XDG variables set, unset, or relative (ignored, as the spec says)."""
+    import sys
+
+    import pytest
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the claim is about Linux; macOS's platformdirs folders differ on purpose")
+    platformdirs = pytest.importorskip("platformdirs")
+    from clover_cli.tools.statedir import cache_home, config_home, state_home
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for value in (str(tmp_path / "xdg"), None, "relative/dir"):
+        for var in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"):
+            if value is None:
+                monkeypatch.delenv(var, raising=False)
+            else:
+                monkeypatch.setenv(var, value if value.startswith("rel") else f"{value}/{var}")
+        assert config_home() == Path(platformdirs.user_config_dir("clover")), value
+        assert state_home() == Path(platformdirs.user_state_dir("clover")), value
+        assert cache_home() == Path(platformdirs.user_cache_dir("clover")), value

@@ -48,7 +48,7 @@ def wait_screen(session: str, pattern: str, timeout: float) -> str:
 def model_spec(tmp_path: Path) -> str:
     if MODEL == "tiny":
         return "tiny"
-    from clover_cli.training.tiny import build_tiny_checkpoint
+    from tiny_checkpoints import build_tiny_checkpoint
 
     path = build_tiny_checkpoint(tmp_path / "ckpt", "clover", block_size=32, logit_scale=12.0)
     cfg = json.loads((path / "config.json").read_text())

@@ -1,4 +1,4 @@
-"""The table `clover bench --session` prints (the report of session_bench.replay)."""
+"""The table `clover bench --session` prints (the report of session.replay)."""
 from __future__ import annotations
 
 

@@ -1,4 +1,6 @@
-"""Build tiny random checkpoints on disk (for tests and quick experiments; nothing downloaded).
+"""Build tiny random checkpoints on disk for the tests, scripts/ and quick experiments (nothing
+downloaded). `tests/` is on sys.path in every test run (`from tiny_checkpoints import ...`); a
+script puts it there first. Not part of the installed package.
 
 `build_tiny_checkpoint(dir, kind)` writes a Hugging Face-shaped directory: config.json,
 model.safetensors and a small byte-level BPE tokenizer with a ChatML template.
