@@ -40,7 +40,7 @@ MAX_LINES = 10_000  # kept per ignore file (real ones have tens to hundreds)
 MAX_WORK = 3_000_000_000  # estimated nanoseconds of one walk's ignore checks (measured costs below)
 COMPILE_NS = 120_000  # a line's share of reading a file's rules (measured: 10,000 `*a*qN` lines, 1.1 s)
 GIT_MAX_LINES = 5_000  # pattern lines git may be handed, over all ignore files
-GIT_MAX_STARRED = 16  # of those, lines with two or more runs of `*` (each costs a path's length squared)
+GIT_MAX_STARRED = 64  # of those, lines with two or more runs of `*` (each costs a path's length squared)
 _STAR_RUN = re.compile(r"(?<!\\)\*+")
 
 
