@@ -37,12 +37,14 @@ def wait_message(backend: Any, silent_for: float) -> str:
 
 class ShownEvents:
     """Hands a turn's events to `post`, one at a time (a lock: the silence watch posts from its
-    own thread): scrubbed, and with a "waiting" Notice after every `every` seconds in which a
-    remote `backend` (one with a `request_timeout`) sent nothing. Call `event(e)` for each event
-    and `end()` once the turn is over."""
+    own thread): scrubbed, and with a "waiting" Notice after every `every` seconds in which the
+    `agent`'s remote model (a backend with a `request_timeout`) sent nothing. Call `event(e)`
+    for each event and `end()` once the turn is over. The front end hands the agent; only this
+    module looks at its backend (docs/design.md, Boundaries)."""
 
-    def __init__(self, post: Callable[[Any], None], backend: Any = None,
+    def __init__(self, post: Callable[[Any], None], agent: Any = None,
                  every: float | None = None) -> None:
+        backend = getattr(agent, "backend", None)
         self._post = post
         self._redactor = EventRedactor()
         self._lock = threading.Lock()

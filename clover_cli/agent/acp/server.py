@@ -161,7 +161,7 @@ class CloverAcpAgent:
                 if reason not in STOP_REASONS:
                     send(update_agent_message_text(f"\n[stopped: {reason}: {e.final_text}]\n"))
 
-        events = ShownEvents(show, getattr(agent, "backend", None))
+        events = ShownEvents(show, agent)
         try:
             for e in agent.run_turn(text):
                 events.event(e)

@@ -170,7 +170,7 @@ class ChatScreen(ModelLoading, FocusKeeper, SlashCommands, Screen):
         is posted to the UI thread, then TaskDone("stream") with the context size. Approvals are
         answered by the dialog through the request's future; Esc / Ctrl+C call its cancel()."""
         agent = self.agent  # events scrubbed of the API key, a silent server's wait said (agent/shown.py)
-        shown = ShownEvents(lambda e: self.post_message(AgentEventMessage(e)), getattr(agent, "backend", None))
+        shown = ShownEvents(lambda e: self.post_message(AgentEventMessage(e)), agent)
         self.driver = TurnDriver(agent, on_event=shown.event, on_end=lambda _: (
             shown.end(), self.post_message(TaskDone("stream", agent.context_tokens()))))
         if source is not None:
