@@ -29,6 +29,7 @@ index (no matching) and the untracked ones with the bounded walk above.
 """
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -132,8 +133,8 @@ HEAVY_FRESH = 2.0  # seconds an answer is reused
 
 def heavy_ignores(root: Path) -> str | None:
     """Why git must not be handed the ignore files of the repository at `root` (too many lines,
-    too many starred lines, one that is not a regular file or too large), or None when it may.
-    The `.gitignore` files are found by git without reading any (a pathspec, no exclude rules)."""
+    too many starred lines, one that is not a regular file or too large), or None when it may
+    (`_heavy`; the answer is reused for HEAVY_FRESH seconds: one listing asks twice)."""
     import time
 
     key = str(root)
@@ -147,29 +148,43 @@ def heavy_ignores(root: Path) -> str | None:
 
 
 def _heavy(root: Path) -> str | None:
+    """heavy_ignores without the cache: the top-level files first (read directly; over budget,
+    no walk at all), then the nested `.gitignore` files git finds with only those top-level
+    rules applied (so an ignored `.venv` is not walked; nested rules are not read by git)."""
     from .gitutil import git_run
 
-    res = git_run(root, "ls-files", "-z", "--cached", "--others", "--full-name", "--",
-                  ":(glob)**/.gitignore")
-    if res.returncode != 0:
-        return None  # the listing proper reports git's trouble
     top = git_run(root, "rev-parse", "--show-toplevel").stdout.decode("utf-8", "replace").strip()
-    names = [n for n in res.stdout.decode("utf-8", "replace").split("\0") if n]
-    lines = starred = 0
-    for rel in names + [".git/info/exclude"]:
+    if not top:
+        return None  # the listing proper reports git's trouble
+    count = [0, 0]  # pattern lines, starred lines
+    tops = [rel for rel in (".gitignore", ".git/info/exclude") if os.path.isfile(os.path.join(top, rel))]
+    why = _count(top, [".gitignore", ".git/info/exclude"], count)
+    if why is None:
+        res = git_run(root, "ls-files", "-z", "--cached", "--others", "--full-name",
+                      *(f"--exclude-from={os.path.join(top, rel)}" for rel in tops), "--",
+                      ":(glob)**/.gitignore")
+        names = [n for n in res.stdout.decode("utf-8", "replace").split("\0") if n and n != ".gitignore"]
+        why = _count(top, names, count)
+    return why
+
+
+def _count(top: str, rels: list[str], count: list[int]) -> str | None:
+    """Adds the pattern lines of the files `rels` (under `top`) to `count`; why git must not be
+    handed them once over budget, else None."""
+    for rel in rels:
         try:
-            text = read_regular(Path(top) / rel, MAX_BYTES).decode("utf-8", "replace")
+            text = read_regular(os.path.join(top, rel), MAX_BYTES).decode("utf-8", "replace")
         except (FileNotFoundError, NotADirectoryError):  # none; `.git` a file (a worktree)
             continue
         except (OSError, ValueError):  # not a regular file (a FIFO, a link to /dev/zero), too large
             return f"{rel} is not a regular file of at most {MAX_BYTES:,} bytes"
         for line in text.splitlines():
             if line.strip() and not line.startswith("#"):
-                lines += 1
-                starred += len(_STAR_RUN.findall(line)) > 1
-    if lines > GIT_MAX_LINES or starred > GIT_MAX_STARRED:
-        return (f"the ignore files hold {lines:,} patterns ({starred:,} with several `*`; git is "
-                f"handed at most {GIT_MAX_LINES:,} and {GIT_MAX_STARRED})")
+                count[0] += 1
+                count[1] += len(_STAR_RUN.findall(line)) > 1
+        if count[0] > GIT_MAX_LINES or count[1] > GIT_MAX_STARRED:
+            return (f"the ignore files hold over {GIT_MAX_LINES:,} patterns or {GIT_MAX_STARRED} with "
+                    f"several `*` ({rel}: git's matching has no bound of its own)")
     return None
 
 

@@ -45,7 +45,7 @@ def trace(tmp_path, monkeypatch):
 def test_sixty_thousand_starred_lines_are_never_handed_to_git(tmp_path, trace):
     lines = "".join(f"*a*q{n}\n" for n in range(60_000)) + "*.log\n"
     root = _repo(tmp_path / "repo", lines)
-    assert "60,001 patterns" in heavy_ignores(root)
+    assert "over 5,000 patterns" in heavy_ignores(root)
     result = list_files(root)
     assert result.ok
     files = result.details["files"]
@@ -81,3 +81,19 @@ def test_reading_many_large_ignore_files_is_counted_work(tmp_path):
     assert rules.exhausted and rules.work <= gitignore.MAX_WORK
     assert read <= gitignore.MAX_WORK // (gitignore.COMPILE_NS * gitignore.MAX_LINES) + 1, read
     assert not rules.ignored("d39/x.log", False)  # past the budget: listed, never hidden
+
+
+def test_a_nested_or_special_ignore_file_counts_too(tmp_path, trace):
+    root = _repo(tmp_path / "repo", "*.log\nbuild/\n")
+    (root / "build").mkdir()
+    (root / "build" / ".gitignore").write_text("".join(f"*b*q{n}\n" for n in range(10_000)))
+    assert heavy_ignores(root) is None  # inside an ignored folder: git never reads it
+    (root / "sub").mkdir()
+    (root / "sub" / ".gitignore").write_text("".join(f"*a*q{n}\n" for n in range(100)))
+    gitignore._heavy_seen.clear()
+    assert "sub/.gitignore" in heavy_ignores(root)
+    (root / "sub" / ".gitignore").unlink()
+    (root / "sub" / ".gitignore").symlink_to("/dev/zero")
+    gitignore._heavy_seen.clear()
+    assert "not a regular file" in heavy_ignores(root)
+    assert "keep.py" in list_files(root).details["files"]
