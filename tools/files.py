@@ -6,7 +6,7 @@ import os
 import stat
 from pathlib import Path
 
-from .gitignore import GitIgnores
+from .gitignore import GitIgnores, heavy_ignores
 from .gitutil import git_run, is_git_repo
 from .paths import PRIVATE_DIR
 from .walk import walk
@@ -22,7 +22,10 @@ def repo_files(root: Path, sub: Path | None = None) -> list[str]:
     root = Path(root).resolve()
     sub = (sub or root).resolve()
     if is_git_repo(root):
-        files = _git_files(root, sub)
+        heavy = heavy_ignores(root)  # past a budget git is not handed the ignore files (gitignore.py)
+        files = _git_files(root, sub, others=not heavy)
+        if heavy:  # the untracked files by the bounded walk
+            files = list(dict.fromkeys(files + _walk_files(root, sub)))
     else:
         files = _walk_files(root, sub)
     base = str(root)
@@ -52,8 +55,8 @@ def _private(rel: str) -> bool:
     return rel == PRIVATE_DIR or rel.startswith(PRIVATE_DIR + "/") or f"/{PRIVATE_DIR}/" in rel
 
 
-def _git_files(root: Path, sub: Path) -> list[str]:
-    res = git_run(sub, "ls-files", "-z", "--cached", "--others", "--exclude-standard",
+def _git_files(root: Path, sub: Path, others: bool = True) -> list[str]:
+    res = git_run(sub, "ls-files", "-z", "--cached", *(("--others", "--exclude-standard") if others else ()),
                   "--full-name", "--", ".")
     top = os.path.realpath(git_run(root, "rev-parse", "--show-toplevel").stdout.decode().strip())
     base = str(root)

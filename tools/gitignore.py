@@ -18,9 +18,18 @@ estimate of its regex time in nanoseconds (measured: a line with two runs of `*`
 path's length squared, any other line about 16 per character plus 512) against MAX_WORK for the
 whole walk (about 3 s). Once that is spent, the rules are no longer applied
 (`exhausted`): the rest of the listing is longer, never shorter.
+
+Inside git, `git ls-files --exclude-standard` matches every path against every line itself, with
+no bound but the git timeout (measured: 60,000 lines `*a*qN` and one 2,200-character path, 42 s
+for git alone, 58 s for `clover tool list_files` on a busy 2-core machine). So git is handed the
+ignore files only within a budget (`heavy_ignores`: GIT_MAX_LINES pattern lines over every
+`.gitignore` and `.git/info/exclude`, GIT_MAX_STARRED of them with two or more runs of `*`, each
+file regular and at most MAX_BYTES); past it, tools/files.py lists the tracked files from git's
+index (no matching) and the untracked ones with the bounded walk above.
 """
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -30,6 +39,9 @@ MAX_STARS = 2  # runs of `*` per line (`**` is one run): a 4 KB path stays under
 MAX_BYTES = 1 << 20
 MAX_LINES = 10_000  # kept per ignore file (real ones have tens to hundreds)
 MAX_WORK = 3_000_000_000  # estimated nanoseconds of one walk's ignore checks (measured costs below)
+COMPILE_NS = 120_000  # a line's share of reading a file's rules (measured: 10,000 `*a*qN` lines, 1.1 s)
+GIT_MAX_LINES = 5_000  # pattern lines git may be handed, over all ignore files
+GIT_MAX_STARRED = 64  # of those, lines with two or more runs of `*` (each costs a path's length squared)
 _STAR_RUN = re.compile(r"(?<!\\)\*+")
 
 
@@ -37,8 +49,9 @@ def _usable(line: str) -> bool:
     return len(_STAR_RUN.findall(line)) <= MAX_STARS
 
 
-def _spec(folder: Path):
-    """The GitIgnoreSpec of `folder/.gitignore`, or None when there is none worth reading."""
+def _spec(folder: Path, max_lines: int = MAX_LINES):
+    """The GitIgnoreSpec of `folder/.gitignore`, or None when there is none worth reading, or
+    the number of its lines when they are more than `max_lines` (the budget left: not read)."""
     try:
         text = read_regular(folder / ".gitignore", MAX_BYTES).decode("utf-8", "replace")
     except (OSError, ValueError):  # absent, not a regular file, too large
@@ -46,6 +59,8 @@ def _spec(folder: Path):
     import pathspec
 
     lines = [line for line in text.splitlines()[:MAX_LINES] if _usable(line)]
+    if len(lines) > max_lines:
+        return len(lines)
     try:
         spec = pathspec.GitIgnoreSpec.from_lines(lines)
     except (ValueError, re.error):  # one bad line (`[z-a]`): keep the others, as git does
@@ -60,7 +75,7 @@ def _spec(folder: Path):
     if not spec.patterns:
         return None
     starred = sum(1 for p in spec.patterns if len(_STAR_RUN.findall(str(getattr(p, "pattern", "") or "**"))) > 1)
-    return spec, starred, len(spec.patterns) - starred
+    return spec, starred, len(spec.patterns) - starred, len(lines)
 
 
 class GitIgnores:
@@ -85,7 +100,12 @@ class GitIgnores:
         for folder in reversed(missing):
             parent = folder.rstrip("/").rpartition("/")[0]
             chain = self._chains[parent + "/" if parent else ""] if folder else ()
-            spec = _spec(self.root / folder)
+            spec = None if self.exhausted else _spec(self.root / folder, (MAX_WORK - self.work) // COMPILE_NS)
+            if isinstance(spec, int):  # reading these rules would spend more than is left
+                self.work, self.exhausted, spec = MAX_WORK, True, None
+            elif spec is not None:
+                self.work += spec[3] * COMPILE_NS  # reading the rules is work too
+                spec = spec[:3]
             self._chains[folder] = chain + ((folder, spec),) if spec is not None else chain
 
     def ignored(self, rel: str, is_dir: bool) -> bool:
@@ -96,14 +116,76 @@ class GitIgnores:
         verdict = False
         size = len(rel) + 1
         for base, (spec, starred, plain) in chain:
-            self.work += starred * size * size + plain * (16 * size + 512)
-            if self.work > MAX_WORK:
+            cost = starred * size * size + plain * (16 * size + 512)
+            if self.work + cost > MAX_WORK:
                 self.exhausted = True
                 return False  # listed rather than hidden
+            self.work += cost
             result = spec.check_file(rel[len(base):] + ("/" if is_dir else ""))
             if result.include is not None:  # the last matching line of the deepest file decides
                 verdict = result.include
         return verdict
+
+
+_heavy_seen: dict[str, tuple[float, str | None]] = {}  # root -> (when, answer): one listing asks twice
+HEAVY_FRESH = 2.0  # seconds an answer is reused
+
+
+def heavy_ignores(root: Path) -> str | None:
+    """Why git must not be handed the ignore files of the repository at `root` (too many lines,
+    too many starred lines, one that is not a regular file or too large), or None when it may
+    (`_heavy`; the answer is reused for HEAVY_FRESH seconds: one listing asks twice)."""
+    import time
+
+    key = str(root)
+    seen = _heavy_seen.get(key)
+    if seen is not None and time.monotonic() - seen[0] < HEAVY_FRESH:
+        return seen[1]
+    answer = _heavy(root)
+    _heavy_seen.clear()  # one entry: the repository in use
+    _heavy_seen[key] = (time.monotonic(), answer)
+    return answer
+
+
+def _heavy(root: Path) -> str | None:
+    """heavy_ignores without the cache: the top-level files first (read directly; over budget,
+    no walk at all), then the nested `.gitignore` files git finds with only those top-level
+    rules applied (so an ignored `.venv` is not walked; nested rules are not read by git)."""
+    from .gitutil import git_run
+
+    top = git_run(root, "rev-parse", "--show-toplevel").stdout.decode("utf-8", "replace").strip()
+    if not top:
+        return None  # the listing proper reports git's trouble
+    count = [0, 0]  # pattern lines, starred lines
+    tops = [rel for rel in (".gitignore", ".git/info/exclude") if os.path.isfile(os.path.join(top, rel))]
+    why = _count(top, [".gitignore", ".git/info/exclude"], count)
+    if why is None:
+        res = git_run(root, "ls-files", "-z", "--cached", "--others", "--full-name",
+                      *(f"--exclude-from={os.path.join(top, rel)}" for rel in tops), "--",
+                      ":(glob)**/.gitignore")
+        names = [n for n in res.stdout.decode("utf-8", "replace").split("\0") if n and n != ".gitignore"]
+        why = _count(top, names, count)
+    return why
+
+
+def _count(top: str, rels: list[str], count: list[int]) -> str | None:
+    """Adds the pattern lines of the files `rels` (under `top`) to `count`; why git must not be
+    handed them once over budget, else None."""
+    for rel in rels:
+        try:
+            text = read_regular(os.path.join(top, rel), MAX_BYTES).decode("utf-8", "replace")
+        except (FileNotFoundError, NotADirectoryError):  # none; `.git` a file (a worktree)
+            continue
+        except (OSError, ValueError):  # not a regular file (a FIFO, a link to /dev/zero), too large
+            return f"{rel} is not a regular file of at most {MAX_BYTES:,} bytes"
+        for line in text.splitlines():
+            if line.strip() and not line.startswith("#"):
+                count[0] += 1
+                count[1] += len(_STAR_RUN.findall(line)) > 1
+        if count[0] > GIT_MAX_LINES or count[1] > GIT_MAX_STARRED:
+            return (f"the ignore files hold over {GIT_MAX_LINES:,} patterns or {GIT_MAX_STARRED} with "
+                    f"several `*` ({rel}: git's matching has no bound of its own)")
+    return None
 
 
 IGNORE_FILES = (".gitignore", ".ignore", ".rgignore")  # what ripgrep reads in each folder it walks

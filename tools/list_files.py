@@ -10,6 +10,8 @@ from .argcheck import glob_error, path_error
 from .base import ToolResult
 from .display import show_path
 from .files import GlobError, not_found_message, repo_files
+from .gitignore import heavy_ignores
+from .gitutil import is_git_repo
 from .globmatch import check_glob, glob_match
 from .paths import PathError, relpath, resolve_in_root
 
@@ -35,6 +37,7 @@ def list_files(root: Path, path: str | None = None, pattern: str | None = None) 
         rel = relpath(root, sub)
         return ToolResult(True, show_path(rel), {"count": 1, "files": [rel]})
     files = repo_files(root, sub)
+    heavy = heavy_ignores(root) if is_git_repo(root) else None  # git was not handed them (gitignore.py)
     if pattern:
         files = [f for f in files if glob_match(f, pattern)]
     shown = files[:MAX_FILES]
@@ -44,5 +47,7 @@ def list_files(root: Path, path: str | None = None, pattern: str | None = None) 
     elif len(files) > len(shown):
         text += (f"\n[{len(files)} files; showing the first {len(shown)}. Narrow with `path` "
                  "or `pattern`.]")
+    if heavy:
+        text += f"\n[ignore rules applied by a bounded matcher, some perhaps not: {heavy}]"
     return ToolResult(True, text, {"count": len(files), "files": shown,
                                    "truncated": len(files) > len(shown)})

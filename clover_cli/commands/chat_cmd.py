@@ -14,7 +14,8 @@ import click
 from clover_cli.commands.options import (approval_option, cache_mb_option, command_line,
                                          diffusion_mode_option, model_option, root_option,
                                          placement_of, placement_options, session_options,
-                                         threshold_option, chosen_threshold)
+                                         threshold_option, chosen_threshold, request_timeout_of,
+                                         request_timeout_option)
 
 
 @click.command("chat")
@@ -26,6 +27,7 @@ from clover_cli.commands.options import (approval_option, cache_mb_option, comma
 @diffusion_mode_option()
 @placement_options()
 @session_options()
+@request_timeout_option()
 @click.pass_context
 def chat(ctx: click.Context) -> None:
     """Open the interactive TUI in the repository ROOT.
@@ -55,6 +57,7 @@ def chat(ctx: click.Context) -> None:
 
     backend_options: dict = {"cache_mb": cfg.cache_mb} if cfg.cache_mb is not None else {}
     backend_options.update(placement_of(settings))  # --device / --dtype (docs/engine.md "Placement")
+    backend_options.update(request_timeout_of(ctx))  # openai: models only
     if line.diffusion_mode:  # Dream / LLaDA 1.x (engine/fullattn_decode.py)
         backend_options["diffusion_mode"] = line.diffusion_mode
     options = SessionOptions(model=cfg.model, root=root_path, approval=cfg.approval,

@@ -6,7 +6,8 @@ import sys
 import click
 
 from clover_cli.commands.options import (cache_mb_option, command_line, max_steps_option, model_option,
-                                         placement_options, root_option)
+                                         placement_options, request_timeout_of, request_timeout_option,
+                                         root_option)
 from clover_cli.termsafe import clean_line, clean_text, json_line
 
 
@@ -26,6 +27,7 @@ def _fail(message: str) -> None:
 @root_option()
 @cache_mb_option()
 @placement_options()
+@request_timeout_option()
 @click.option("--attempts", default=3, show_default=True, type=int, help="Agent turns before giving up.")
 @max_steps_option()
 @click.option("--max-new-tokens", default=None, type=int, help="Tokens per model call (default: the agent's).")
@@ -76,7 +78,8 @@ def fix(ctx: click.Context, test, test_cmd, attempts, max_steps, max_new_tokens,
         # the typed spec parsed above: never turned back into a string
         placement = {k: v for k, v in (("device", line.device), ("dtype", line.dtype),
                                         ("quantize", line.quantize)) if v and v != "auto"}
-        return make(spec, **({"cache_mb": line.cache_mb} if line.cache_mb is not None else {}), **placement)
+        return make(spec, **({"cache_mb": line.cache_mb} if line.cache_mb is not None else {}), **placement,
+                    **request_timeout_of(ctx))
 
     log = sys.stderr
     try:

@@ -41,6 +41,7 @@ class CommandLine:
     quantize: str | None = None
     continue_: bool = False
     session_id: str | None = None
+    request_timeout: float | None = None
 
     def root_path(self) -> Path:
         """--root (default: the current directory), with ~ expanded."""
@@ -151,6 +152,23 @@ def placement_of(settings) -> dict[str, str]:
     cfg = settings.config
     chosen = {k: v for k, v in (("device", cfg.device), ("dtype", cfg.dtype)) if v != "auto"}
     return {**chosen, "quantize": getattr(cfg, "quantize", "none")}
+
+
+REQUEST_TIMEOUT_HELP = ("openai: models: the most one request may take, headers to last byte, in seconds "
+                        "(default 900); a longer wait is said on screen.")
+
+
+def request_timeout_option(help: str = REQUEST_TIMEOUT_HELP) -> Callable:
+    """--request-timeout SECONDS, on every command that can talk to an OpenAI-compatible server."""
+    return _shared("--request-timeout", field="request_timeout", type=click.FloatRange(1), metavar="SECONDS",
+                   help=help)
+
+
+def request_timeout_of(ctx: click.Context) -> dict[str, float]:
+    """make_backend's `request_timeout` option when --request-timeout was given (ignored by the
+    in-process backends)."""
+    value = command_line(ctx).request_timeout
+    return {"request_timeout": value} if value else {}
 
 
 def max_steps_option() -> Callable:

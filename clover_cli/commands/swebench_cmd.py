@@ -7,7 +7,7 @@ import sys
 import click
 
 from clover_cli.commands.options import (cache_mb_option, command_line, max_steps_option, model_option,
-                                         placement_options)
+                                         placement_options, request_timeout_of, request_timeout_option)
 
 EVAL_CHOICE = click.Choice(["local", "docker", "none"])
 
@@ -55,6 +55,7 @@ def _eval_options(f):
 @model_option()
 @cache_mb_option()
 @placement_options()
+@request_timeout_option()
 @click.option("--redo", is_flag=True, help="Run instances that already have a prediction again.")
 @click.option("--evaluate", "evaluate", type=EVAL_CHOICE, default="none", is_flag=False,
               flag_value="local", show_default=True,
@@ -116,7 +117,7 @@ def swebench(ctx: click.Context, instances, output, redo, evaluate, max_steps, m
         placement = {k: v for k, v in (("device", line.device), ("dtype", line.dtype),
                                         ("quantize", line.quantize)) if v and v != "auto"}
         return make_backend(spec, **({"cache_mb": line.cache_mb} if line.cache_mb is not None else {}),
-                            **placement)
+                            **placement, **request_timeout_of(ctx))
 
     preloaded = None
     if spec.in_process:

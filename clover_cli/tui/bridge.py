@@ -78,8 +78,10 @@ class TaskDone(Message):
 
 
 def error_text(exc: BaseException) -> str:
-    """One line for the user from an exception (our error types already read well)."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    """One line for the user from an exception (our error types already read well), the API key
+    scrubbed (clover_cli/agent/redact.py)."""
+    from clover_cli.agent.redact import scrub
+    text = scrub(str(exc).strip().splitlines()[0]) if str(exc).strip() else ""
     name = type(exc).__name__
     if name in ("ModelLoadError", "BackendError", "SessionError", "SpecError", "ConfigError", "ValueError"):
         return text or name

@@ -65,3 +65,22 @@ def test_the_stream_holds_back_only_what_may_start_a_key(monkeypatch):
     assert out.getvalue().endswith("tail ")
     stream.release()
     assert out.getvalue().endswith("tail sk-")
+
+
+def test_events_are_scrubbed_in_order_and_an_approval_keeps_its_future(monkeypatch):
+    from concurrent.futures import Future
+
+    from clover_cli.agent import events as ev
+    monkeypatch.setattr(redact, "_values", [KEY])
+    r = redact.EventRedactor()
+    shown = []
+    future: Future = Future()
+    for e in (ev.BlockText("key: s", 0), ev.BlockText(KEY[1:5], 0), ev.BlockText(KEY[5:] + " ok", 0),
+              ev.BlockText("tail s", 1), ev.Notice(f"server said {KEY}"),
+              ev.ApprovalRequested("c1", "run_shell", {"command": f"echo {KEY}"}, f"echo {KEY}", "echo", future)):
+        shown.extend(r.feed(e))
+    shown.extend(r.release())
+    text = "".join(e.text for e in shown if isinstance(e, ev.BlockText))
+    assert text == "key: [REDACTED] oktail s" and KEY not in repr(shown)
+    assert [type(e).__name__ for e in shown][-2:] == ["Notice", "ApprovalRequested"]
+    assert shown[-1].future is future and shown[-1].arguments == {"command": "echo [REDACTED]"}

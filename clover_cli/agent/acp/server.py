@@ -10,6 +10,11 @@ loop as the TUI and `clover run` (docs/acp.md).
   `tool_call_update` (completed / failed, with the output the model saw);
 - an approval the agent needs is a `session/request_permission` (allow once / always / reject);
 - `session/cancel` cancels the turn (it ends with stop reason `cancelled`).
+
+`initialize` and `session/new` answer at once: the model loads in the background (`clover acp`
+starts it), and a session's agent is made at its first prompt, which waits for the load; a load
+that failed is that prompt's protocol error. Everything shown to the editor passes through
+clover_cli/agent/shown.py (the API key scrubbed, a silent server's wait announced).
 """
 from __future__ import annotations
 
@@ -30,14 +35,23 @@ def _title(name: str, args: Any) -> str:
     return f"{name} {text if len(text) <= 80 else text[:77] + '...'}"
 
 
-class CloverAcpAgent:
-    """One ACP connection; sessions are Clover agents made by `make_agent(root)`."""
+class _Pending:
+    """A session whose agent is not made yet (the model may still be loading)."""
 
-    def __init__(self, make_agent: Callable[[Path], Any], version: str = "0") -> None:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.cancelled = False
+
+
+class CloverAcpAgent:
+    """One ACP connection; sessions are Clover agents made by `make_agent(root, session_id)` at
+    their first prompt (it may block until the model is loaded, and raises if the load failed)."""
+
+    def __init__(self, make_agent: Callable[[Path, str], Any], version: str = "0") -> None:
         self.make_agent = make_agent
         self.version = version
         self.conn: Any = None
-        self.sessions: dict[str, Any] = {}
+        self.sessions: dict[str, Any] = {}  # session id -> Agent, or _Pending before its first prompt
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
@@ -55,19 +69,23 @@ class CloverAcpAgent:
     async def new_session(self, cwd: str, additional_directories: Any = None, mcp_servers: Any = None,
                           **kwargs: Any) -> Any:
         from acp import NewSessionResponse, RequestError
+
+        from clover_cli.agent.session import new_session_id
         root = Path(cwd)
         if not root.is_dir():
             raise RequestError.invalid_params({"cwd": f"{cwd} is not a directory"})
-        agent = await asyncio.get_running_loop().run_in_executor(None, self.make_agent, root)
-        self.sessions[agent.session_id] = agent
-        return NewSessionResponse(session_id=agent.session_id)
+        session_id = new_session_id()
+        self.sessions[session_id] = _Pending(root)
+        return NewSessionResponse(session_id=session_id)
 
     async def authenticate(self, method_id: str, **kwargs: Any) -> Any:
         return None
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         agent = self.sessions.get(session_id)
-        if agent is not None:
+        if isinstance(agent, _Pending):
+            agent.cancelled = True
+        elif agent is not None:
             agent.cancel()
 
     async def prompt(self, session_id: str, prompt: list, **kwargs: Any) -> Any:
@@ -79,7 +97,20 @@ class CloverAcpAgent:
         if not text:
             raise RequestError.invalid_params({"prompt": "empty prompt"})
         loop = asyncio.get_running_loop()
-        reason = await loop.run_in_executor(None, self._turn, agent, session_id, text, loop)
+        if isinstance(agent, _Pending):
+            agent.cancelled = False
+            try:  # waits for the model's load
+                made = await loop.run_in_executor(None, self.make_agent, agent.root, session_id)
+            except Exception as exc:  # noqa: BLE001 - the load failed: this prompt's error, in one line
+                raise RequestError.internal_error({"message": _one_line(exc)}) from None
+            self.sessions[session_id] = made
+            if agent.cancelled:
+                return PromptResponse(stop_reason="cancelled")
+            agent = made
+        try:
+            reason = await loop.run_in_executor(None, self._turn, agent, session_id, text, loop)
+        except Exception as exc:  # noqa: BLE001 - a failed turn is one protocol error, scrubbed
+            raise RequestError.internal_error({"message": _one_line(exc)}) from None
         return PromptResponse(stop_reason=STOP_REASONS.get(reason, "end_turn"))
 
     # -- the turn, in a worker thread ---------------------------------------------------------------
@@ -88,16 +119,21 @@ class CloverAcpAgent:
                          update_agent_thought_text, update_tool_call)
         from clover_cli.agent import events as ev
         from clover_cli.agent.markup import UNFINISHED_NOTICE
+        from clover_cli.agent.shown import ShownEvents
 
         def send(update: Any) -> None:
             asyncio.run_coroutine_threadsafe(self.conn.session_update(session_id, update), loop).result()
 
         reason = "error"
-        for e in agent.run_turn(text):
+        sent: list[str] = []  # the answer text sent this turn
+
+        def show(e: Any) -> None:
+            nonlocal reason
             if isinstance(e, ev.BlockText):  # marked by the agent (markup.py); call text is not sent
                 if e.kind == "thinking":
                     send(update_agent_thought_text(e.text))
                 elif e.kind != "call":
+                    sent.append(e.text)
                     send(update_agent_message_text(e.text))
                 if e.kind == "unrun_call":
                     send(update_agent_thought_text(f"[{UNFINISHED_NOTICE}]\n"))
@@ -116,8 +152,17 @@ class CloverAcpAgent:
                 send(update_agent_thought_text(f"[{e.message}]\n"))
             elif isinstance(e, ev.TurnFinished):
                 reason = e.reason
-                if reason not in STOP_REASONS:
-                    send(update_agent_message_text(f"\n[stopped: {reason}: {e.final_text}]\n"))
+                if reason not in STOP_REASONS:  # the final text once: not again when it was sent as it came
+                    said = e.final_text.strip()
+                    again = "" if not said or said in "".join(sent) else f": {e.final_text}"
+                    send(update_agent_message_text(f"\n[stopped: {reason}{again}]\n"))
+
+        events = ShownEvents(show, agent)
+        try:
+            for e in agent.run_turn(text):
+                events.event(e)
+        finally:
+            events.end()
         return reason
 
     async def _ask(self, session_id: str, e: Any) -> None:
@@ -140,6 +185,13 @@ class CloverAcpAgent:
             chosen = None
         if not e.future.done():
             e.future.set_result(ApprovalAnswer(chosen if chosen in ("yes", "always") else "no"))
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception as one line for the editor, the API key scrubbed."""
+    from clover_cli.agent.redact import scrub
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return scrub(text)
 
 
 def _block_text(block: Any) -> str:

@@ -12,7 +12,8 @@ Environments are cached under `--env-dir` (default `$XDG_CACHE_HOME/clover/swebe
 keyed by repository, version and the spec's contents. One is recorded (`clover-env.json`) only
 once it verifies (its python runs and is the spec's version; for a pytest command, it imports
 pytest and `python -m pytest --version` works); a cached one is verified again once per process
-and rebuilt when it fails. `--python PATH` skips all this (evaluate.py runs the tests in an
+and rebuilt when it fails. The installs and every run of a built interpreter are sandboxed
+(buildbox.py): they run the code of the packages the repository names. `--python PATH` skips all this (evaluate.py runs the tests in an
 overlay on top of that interpreter, interpreters.py). Conda-only specs (`environment.yml`)
 cannot be reproduced here: their pip_packages are installed and the environment records a
 warning (the docker harness is exact).
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from clover_cli.modes.swebench.buildbox import confined_argv, local_sources, run_confined
 from clover_cli.modes.swebench.interpreters import EnvError, find_python, not_found_message
 from clover_cli.modes.swebench.specs import EvalSpec, is_pytest_cmd
 from clover_cli.tools.statedir import cache_home
@@ -80,9 +82,13 @@ class TestEnv:
 
     def has_module(self, name: str) -> bool:
         """Whether this interpreter can import `name`."""
+        run = dict(capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
         try:
-            proc = subprocess.run([str(self.python), "-c", f"import {name}"], capture_output=True,
-                                  timeout=120, env=self.environ(), stdin=subprocess.DEVNULL)
+            if self.root is None:  # the user's own --python: nothing the repository installed
+                proc = subprocess.run([str(self.python), "-c", f"import {name}"], env=self.environ(), **run)
+            else:  # a built environment holds what the repository's requirements installed
+                proc = run_confined(self.root, [str(self.python), "-c", f"import {name}"], self.environ(),
+                                    readable=(_real_prefix(self.python),), **run)
         except (OSError, subprocess.SubprocessError):
             return False
         return proc.returncode == 0
@@ -110,6 +116,11 @@ def env_key(repo: str, version: str, spec: EvalSpec) -> str:
     return f"{repo.replace('/', '__')}-{safe_version}-{digest[:8]}"
 
 
+def _real_prefix(python: Path) -> str:
+    """The folder of the real interpreter a venv's python links to (bound read-only)."""
+    return str(Path(os.path.realpath(python)).parent.parent)
+
+
 def _venv_python(root: Path) -> Path:
     return root / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
@@ -126,18 +137,19 @@ class _Builder:
         self.log.write(f"env {self.name}: {text}\n")
         self.log.flush()
 
-    def run(self, argv: list[str], cwd: Path | None = None, timeout: float = 3600) -> None:
+    def run(self, argv: list[str], cwd: Path | None = None, timeout: float = 3600,
+            env: dict | None = None, shown: list[str] | None = None) -> None:
         with open(self.build_log, "a", encoding="utf-8") as fh:
-            fh.write("$ " + " ".join(argv) + "\n")
+            fh.write("$ " + " ".join(shown or argv) + "\n")
             fh.flush()
             try:
                 proc = subprocess.run(argv, cwd=str(cwd) if cwd else None, stdout=fh,
                                       stderr=subprocess.STDOUT, timeout=timeout,
-                                      stdin=subprocess.DEVNULL)
+                                      stdin=subprocess.DEVNULL, env=env)
             except (OSError, subprocess.SubprocessError) as exc:
                 raise EnvError(f"{argv[0]} failed to run: {exc}") from None
         if proc.returncode != 0:
-            raise EnvError(f"`{' '.join(argv[:4])} ...` failed (exit {proc.returncode}); "
+            raise EnvError(f"`{' '.join((shown or argv)[:4])} ...` failed (exit {proc.returncode}); "
                            f"see {self.build_log}")
 
     def create(self, version: str) -> Path:
@@ -152,13 +164,22 @@ class _Builder:
             self.run([exe, "-m", "venv", str(self.root)])
         return _venv_python(self.root)
 
-    def pip(self, python: Path, args: list[str], what: str) -> None:
+    def pip(self, python: Path, args: list[str], what: str, requirements: str | None = None) -> None:
+        """Install `args` into the environment, in the sandbox (buildbox.py): building a package
+        runs its code. The cache is a folder beside the environments (the user's is read-only
+        there)."""
         self.say(f"installing {what}")
+        cache = self.root.parent / ".build-cache"
+        cache.mkdir(parents=True, exist_ok=True)
         if self.uv:
-            self.run([self.uv, "pip", "install", "--quiet", "--python", str(python), *args])
+            argv = [self.uv, "pip", "install", "--quiet", "--cache-dir", str(cache), "--python", str(python), *args]
         else:
-            self.run([str(python), "-m", "pip", "install", "--quiet",
-                      "--disable-pip-version-check", *args])
+            argv = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                    "--cache-dir", str(cache), *args]
+        readable = (_real_prefix(python), *local_sources(args, requirements))
+        base = TestEnv(python=python, root=self.root).environ()
+        boxed, env = confined_argv(self.root, argv, base, writable=(self.root, cache), readable=readable)
+        self.run(boxed, env=env, shown=argv)
 
 
 def _find_python(version: str, required: bool = True) -> str | None:
@@ -254,10 +275,12 @@ def verify_env(python: Path, spec: EvalSpec) -> str | None:
     runs, is the spec's Python version, and (a pytest test command) imports pytest and
     `python -m pytest --version` works."""
     env = TestEnv(python=python, root=python.parent.parent)
-    run = dict(capture_output=True, text=True, errors="replace", timeout=300, env=env.environ(),
-               stdin=subprocess.DEVNULL)
+    run = dict(capture_output=True, text=True, errors="replace", timeout=300, stdin=subprocess.DEVNULL)
+
+    def boxed(argv: list[str]) -> subprocess.CompletedProcess:  # what it installed runs: sandboxed
+        return run_confined(env.root, argv, env.environ(), readable=(_real_prefix(python),), **run)
     try:
-        probe = subprocess.run([str(python), "-c", _PROBE], **run)
+        probe = boxed([str(python), "-c", _PROBE])
     except (OSError, subprocess.SubprocessError) as exc:
         return f"its python {python} does not run ({exc})"
     lines = probe.stdout.strip().splitlines()
@@ -271,7 +294,7 @@ def verify_env(python: Path, spec: EvalSpec) -> str | None:
     if len(lines) < 2 or not lines[1].startswith("pytest "):
         return "it has no pytest (nothing installed it)"
     try:
-        runner = subprocess.run([str(python), "-m", "pytest", "--version"], **run)
+        runner = boxed([str(python), "-m", "pytest", "--version"])
     except (OSError, subprocess.SubprocessError) as exc:
         return f"`python -m pytest --version` did not run ({exc})"
     if runner.returncode != 0:
@@ -335,7 +358,7 @@ def ensure_env(spec: EvalSpec, repo: str, version: str, clone: Path, commit: str
             else:
                 req = root / "clover-requirements.txt"
                 req.write_text(text, encoding="utf-8")
-                builder.pip(python, ["-r", str(req)], f"the requirements at {at[:12]}")
+                builder.pip(python, ["-r", str(req)], f"the requirements at {at[:12]}", requirements=text)
         elif spec.packages == "environment.yml":
             warnings.append("the spec's environment.yml is a conda environment; only its "
                             "pip_packages are installed locally (use --evaluate docker to be exact)")

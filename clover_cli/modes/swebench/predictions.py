@@ -82,4 +82,5 @@ class PredictionsFile:
 
     def _flush_locked(self) -> None:
         text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in self._rows.values())
-        write_atomic(self.path, text)
+        from clover_cli.agent.redact import scrub  # the API key never reaches a file (docs/security.md)
+        write_atomic(self.path, scrub(text))

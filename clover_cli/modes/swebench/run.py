@@ -124,7 +124,8 @@ class _Batch:
 def _save_trajectory(batch: _Batch, inst: Instance, agent, trace: list[str]) -> str | None:
     batch.traj_dir.mkdir(parents=True, exist_ok=True)
     name = safe_name(inst.instance_id)
-    (batch.traj_dir / f"{name}.log").write_text("\n".join(trace) + "\n", encoding="utf-8")
+    from clover_cli.agent.redact import scrub  # the API key never reaches a file (docs/security.md)
+    (batch.traj_dir / f"{name}.log").write_text(scrub("\n".join(trace) + "\n"), encoding="utf-8")
     src = getattr(agent, "session_path", None) if agent is not None else None
     if src and Path(src).is_file():
         dest = batch.traj_dir / f"{name}.jsonl"

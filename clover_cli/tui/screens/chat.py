@@ -17,6 +17,7 @@ from clover_cli.agent.attachments import attach_mentions
 from clover_cli.agent.driver import TurnDriver
 from clover_cli.agent.history import PromptHistory
 from clover_cli.agent.interface import AgentSession
+from clover_cli.agent.shown import ShownEvents
 from clover_cli.tui import slash
 from clover_cli.tui.bridge import AgentEventMessage, SessionOptions, TaskDone, error_text, measured_model
 from clover_cli.tui.screens import busy as activity
@@ -182,9 +183,10 @@ class ChatScreen(ModelLoading, TurnStopping, FocusKeeper, SlashCommands, Screen)
         driver's worker thread (clover_cli/agent/driver.py, shared with `clover run`): each event
         is posted to the UI thread, then TaskDone("stream") with the context size. Approvals are
         answered by the dialog through the request's future; Esc / Ctrl+C call its cancel()."""
-        agent = self.agent
-        self.driver = TurnDriver(agent, on_event=lambda e: self._forward(agent, e),
-                                 on_end=lambda _: self.post_message(TaskDone("stream", agent.context_tokens())))
+        agent = self.agent  # events scrubbed of the API key, a silent server's wait said (agent/shown.py)
+        shown = ShownEvents(lambda e: self._forward(agent, e), agent)
+        self.driver = TurnDriver(agent, on_event=shown.event, on_end=lambda _: (
+            shown.end(), self.post_message(TaskDone("stream", agent.context_tokens()))))
         if source is not None:
             self.driver.start(source=source)
         else:
