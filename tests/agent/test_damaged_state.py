@@ -118,13 +118,11 @@ def _memory_cap(extra: int):
 def test_replay_of_dev_zero_or_a_folder_is_refused_at_once(tmp_path):
     repo = make_repo(tmp_path / "repo", git=False)
     for target, what in (("/dev/zero", "a character device"), (str(tmp_path), "a directory")):
-        t0 = time.process_time()
         with _memory_cap(512 * 2**20):  # a regression reads /dev/zero until MemoryError, not forever
             p = clover("run", "task", "--model", f"replay:{target}", "--root", str(repo))
         assert p.returncode == 2 and "Traceback" not in p.stderr
         assert p.stderr.strip() == (f"clover run: error: replay file {target!r} cannot be used: "
-                                    f"{target} is {what}, not a regular file")
-        assert time.process_time() - t0 < 5
+                                    f"{target} is {what}, not a regular file")  # refused by its type, unread
 
 
 def test_a_session_append_on_a_full_disk_warns_once_and_keeps_the_file(tmp_path, monkeypatch):
