@@ -31,7 +31,7 @@ def _hung(*_):
     raise _Hung
 
 
-def _run(tmp_path, repo, *extra, answers=("Done.",), timeout=30):
+def _run(tmp_path, repo, *extra, answers=("Done.",), timeout=120):
     """`clover run` in process, failed if it has not returned after `timeout` s (a hang: the
     alarm interrupts a blocking open of a FIFO)."""
     spec = replay(tmp_path, list(answers), f"script-{time.monotonic_ns()}.json")

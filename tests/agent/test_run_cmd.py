@@ -150,7 +150,7 @@ class _Run:
             self.p.kill()
         self._err_pump.join(30)
         err = "".join(self.err)
-        while (line := self.lines.get(timeout=5)) is not None:
+        while (line := self.lines.get(timeout=30)) is not None:
             self.seen.append(line)
         return self.p.returncode, self.seen, err
 
