@@ -227,4 +227,4 @@ def test_one_driver_runs_one_turn(tmp_path):
         driver.start("b")
     with pytest.raises(ValueError):
         TurnDriver(agent).start()
-    assert driver.wait(10).reason == "done"
+    assert driver.wait(60).reason == "done"
