@@ -12,7 +12,7 @@ import time
 import zlib
 from typing import Callable, Iterator
 
-SECONDS = 30.0
+SECONDS = 300.0  # a backstop above the client's deadlines (tests/agent/test_openai_bounds.py)
 MAX_BYTES = 2 << 30
 SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
 

@@ -48,7 +48,8 @@ def test_block_diffusion_turn_end_to_end(tmp_path, tiny_dirs):
     steps = [e for e in events if isinstance(e, DenoiseProgress)]
     assert blocks and steps
     assert all(1 <= len(s.pieces) == len(s.masked) <= 8 for s in steps)  # the first block holds the prompt tail
-    assert any(len(s.pieces) == 8 for s in steps)
+    # every block after the first is a whole canvas, wherever this CPU's random model ends
+    assert all(len(s.pieces) == 8 for s in steps if s.block_index != steps[0].block_index)
     assert all(p == "" for s in steps for p, m in zip(s.pieces, s.masked) if m)
     assert all(s.step >= 0 for s in steps)
     text = "".join(b.text for b in blocks)

@@ -17,7 +17,7 @@ from .helpers import drive, make_repo, new_agent, of
 
 SEED = 20261203
 CASES = 320
-CASE_SECONDS = 10  # per turn, generous for a loaded machine; the whole run takes seconds
+CASE_SECONDS = 60  # per turn: a hang guard (a turn takes well under 1 s), not a speed bound
 MARK = "NESTED_MARKER"
 TOOLS = ["read_file", "list_files", "grep", "repo_map", "run_shell", "apply_patch", "edit_file",
          "write_file"]
@@ -128,7 +128,6 @@ def test_every_malformed_call_ends_in_a_readable_result_and_a_turn_end(tmp_path,
     (repo / "fuzz").mkdir()
     cases = _cases()
     assert len(cases) >= 300
-    started = time.monotonic()
     for i, text in enumerate(cases):
         agent = new_agent(repo, [text, "done"], approval="auto-edit", max_consecutive_errors=3,
                           backend_opts={"chunk_chars": 1 << 16})
@@ -146,4 +145,3 @@ def test_every_malformed_call_ends_in_a_readable_result_and_a_turn_end(tmp_path,
         log = agent.session_path.read_bytes().decode("utf-8").splitlines()
         records = [json.loads(line) for line in log]
         assert records[-1]["type"] == "turn_end", (i, records[-1])
-    assert time.monotonic() - started < 120

@@ -5,7 +5,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 
@@ -157,6 +156,7 @@ def test_cancel_mid_stream_leaves_no_thread_traceback(monkeypatch):
     seen = []
     monkeypatch.setattr(threading, "excepthook", lambda args: seen.append(args))
     slow = {"sse": sse_text(*["word "] * 40), "delay": 0.05, "chunked": True}
+    before = set(threading.enumerate())
     for _ in range(3):
         with ScriptedServer([slow]) as srv:
             cancel = threading.Event()
@@ -168,7 +168,8 @@ def test_cancel_mid_stream_leaves_no_thread_traceback(monkeypatch):
                     cancel.set()
             backend.close()
         assert items[-1].finish_reason == "cancelled"
-    time.sleep(0.5)  # the reader threads notice the closed responses
+    for thread in set(threading.enumerate()) - before:  # the reader threads notice the closed responses
+        thread.join(60)  # a hang guard; the server's handlers end within 2 s
     assert seen == []
 
 

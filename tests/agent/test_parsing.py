@@ -159,19 +159,24 @@ def test_a_broken_function_tag_swallows_what_it_quotes():
 
 def test_parsing_stays_linear_on_adversarial_text():
     """Thousands of unterminated calls, parameters or stray tags (each used to rescan the rest of
-    the text: 10-20 s here for these sizes) parse in well under a second or two."""
+    the text: 10-20 s here for these sizes) parse in linear time: four times the text costs about
+    four times the CPU, where a rescan costs sixteen. A ratio of CPU times on this machine, so
+    neither a loaded machine nor a slower CPU moves it."""
     import time
 
-    texts = ["<tool_call><function=f>" + "<parameter=a>x" * 20000,
-             "<tool_call><function=f><parameter=a>x" * 20000,
-             "<tool_call><function=f>" + "<parameter=a>x</parameter>y" * 20000,
-             '<tool_call>{"a": "x' * 20000,
-             "<tool_call>" * 50000,
-             "<tool_call><function=f><parameter=a>" + " " * 200000 + "x"]
-    for text in texts:
-        # CPU time, not wall time: a loaded 2-core machine once took 4.5 s of wall time for a
-        # 1.2 s CPU parse (still linear); the quadratic rescans this guards against cost 10-20 s
+    makers = [lambda n: "<tool_call><function=f>" + "<parameter=a>x" * n,
+              lambda n: "<tool_call><function=f><parameter=a>x" * n,
+              lambda n: "<tool_call><function=f>" + "<parameter=a>x</parameter>y" * n,
+              lambda n: '<tool_call>{"a": "x' * n,
+              lambda n: "<tool_call>" * (n * 5 // 2),
+              lambda n: "<tool_call><function=f><parameter=a>" + " " * (n * 10) + "x"]
+
+    def cpu(text):
         started = time.process_time()
         r = parse_tool_calls(text)
-        assert time.process_time() - started < 3, text[:60]
         assert r.calls or r.errors
+        return time.process_time() - started
+
+    for make in makers:
+        small, large = cpu(make(5000)), cpu(make(20000))
+        assert large < 8 * small + 0.05, (make(1)[:60], small, large)

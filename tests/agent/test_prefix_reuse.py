@@ -285,7 +285,7 @@ def test_locked_reset_waits_for_the_running_generation(tiny_lm):
 
         def stream(self, *a, **k):
             started.set()
-            release.wait(5)
+            release.wait(60)
             self.log.append("stream")
             yield "done"
 
@@ -296,14 +296,14 @@ def test_locked_reset_waits_for_the_running_generation(tiny_lm):
     locked = LockedBackend(inner)
     worker = threading.Thread(target=lambda: list(locked.stream()))
     worker.start()
-    assert started.wait(5)
+    assert started.wait(60)
     resetter = threading.Thread(target=locked.reset_cache)
     resetter.start()
     resetter.join(0.2)
     assert resetter.is_alive()  # held back by the lock
     release.set()
-    worker.join(5)
-    resetter.join(5)
+    worker.join(60)
+    resetter.join(60)
     assert inner.log == ["stream", "reset"]
 
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 
 from clover_cli.agent.queues import STOPPED, next_item
 
@@ -11,11 +10,17 @@ from clover_cli.agent.queues import STOPPED, next_item
 def test_returns_items_in_order_and_waits_for_late_ones():
     q: queue.Queue = queue.Queue()
     q.put("a")
-    threading.Timer(0.2, q.put, args=("b",)).start()
     assert next_item(q) == "a"
-    t = time.monotonic()
+    threading.Timer(0.2, q.put, args=("b",)).start()
     assert next_item(q) == "b"
-    assert time.monotonic() - t >= 0.1
+    polls = []
+
+    def stop():  # "c" arrives only after two empty polls: the wait is forced, not timed
+        polls.append(1)
+        if len(polls) == 3:
+            q.put("c")
+        return False
+    assert next_item(q, stop) == "c" and len(polls) == 3
 
 
 def test_stop_wins_over_queued_items_and_ends_a_wait():
@@ -24,6 +29,7 @@ def test_stop_wins_over_queued_items_and_ends_a_wait():
     assert next_item(q, lambda: True) is STOPPED
     flag = threading.Event()
     threading.Timer(0.2, flag.set).start()
-    t = time.monotonic()
     assert next_item(queue.Queue(), flag.is_set) is STOPPED
-    assert 0.1 <= time.monotonic() - t < 2.0
+    polls = []
+    assert next_item(queue.Queue(), lambda: polls.append(1) or len(polls) == 3) is STOPPED
+    assert len(polls) == 3  # stop is asked again after each empty poll

@@ -113,7 +113,10 @@ class _Run:
                                   stderr=subprocess.PIPE, text=True, env=env)
         self.lines: queue.Queue = queue.Queue()
         self.seen: list[dict] = []
+        self.err: list[str] = []
         threading.Thread(target=self._pump, daemon=True).start()
+        self._err_pump = threading.Thread(target=lambda: self.err.extend(self.p.stderr), daemon=True)
+        self._err_pump.start()
 
     def _pump(self):
         for raw in self.p.stdout:
@@ -132,14 +135,22 @@ class _Run:
                 return
         raise AssertionError(f"no {kind} line: {self.seen}")
 
+    def until_err(self, text, deadline=60):
+        """Waits until stderr has shown `text` (a hang guard of `deadline` s)."""
+        end = time.monotonic() + deadline
+        while text not in "".join(self.err) and time.monotonic() < end:
+            time.sleep(0.02)
+        assert text in "".join(self.err), self.err
+
     def finish(self, timeout):
         """Waits for the exit; returns (exit status, every stdout line, stderr)."""
         try:
             self.p.wait(timeout=timeout)
         finally:
             self.p.kill()
-        err = self.p.stderr.read()
-        while (line := self.lines.get(timeout=5)) is not None:
+        self._err_pump.join(30)
+        err = "".join(self.err)
+        while (line := self.lines.get(timeout=30)) is not None:
             self.seen.append(line)
         return self.p.returncode, self.seen, err
 
@@ -148,15 +159,17 @@ class _Run:
 def test_run_ctrl_c_stops_a_running_command(tmp_path):
     import signal
     repo = make_repo(tmp_path / "repo", git=False)
-    spec = replay(tmp_path, [call("run_shell", command="sleep 30; touch late.txt"), "never"])
+    spec = replay(tmp_path, [call("run_shell", command="touch started; sleep 300; touch late.txt"), "never"])
     run = _Run(["run", "wait", "--model", spec, "--root", str(repo), "--approval", "yolo", "--json"])
     run.until("tool_call")
-    time.sleep(0.5)  # the command is running
+    end = time.monotonic() + 60
+    while not (repo / "started").exists() and time.monotonic() < end:  # the command is running
+        time.sleep(0.02)
     t0 = time.monotonic()
     run.p.send_signal(signal.SIGINT)
-    code, lines, err = run.finish(timeout=15)
+    code, lines, err = run.finish(timeout=120)
     took = time.monotonic() - t0
-    assert code == 1 and took < 5, (code, took, err, lines[-2:])
+    assert code == 1 and took < 100, (code, took, err, lines[-2:])  # a hang guard: uncancelled, 300 s
     assert lines[-1]["type"] == "turn_end" and lines[-1]["reason"] == "cancelled"
     result = [l for l in lines if l["type"] == "tool_result"][0]
     assert not result["ok"] and "cancelled" in result["output"]
@@ -169,16 +182,16 @@ def test_run_ctrl_c_stops_a_running_command(tmp_path):
 def test_run_second_ctrl_c_exits_130(tmp_path):
     import signal
     repo = make_repo(tmp_path / "repo", git=False)
-    path = tmp_path / "slow.json"  # each chunk takes 20 s: a model step that cannot be interrupted
-    path.write_text(json.dumps({"completions": ["slow answer"], "delay": 20, "chunk_chars": 4}))
+    path = tmp_path / "slow.json"  # each chunk takes 300 s: a model step that cannot be interrupted
+    path.write_text(json.dumps({"completions": ["slow answer"], "delay": 300, "chunk_chars": 4}))
     run = _Run(["run", "wait", "--model", f"replay:{path}", "--root", str(repo), "--json"])
     run.until("block")
     run.p.send_signal(signal.SIGINT)
-    time.sleep(0.5)
+    run.until_err("cancelling")  # the first Ctrl+C was handled: the second is a second one
     t0 = time.monotonic()
     run.p.send_signal(signal.SIGINT)
-    code, lines, err = run.finish(timeout=10)
-    assert code == 130 and time.monotonic() - t0 < 5, (code, err)
+    code, lines, err = run.finish(timeout=120)
+    assert code == 130 and time.monotonic() - t0 < 100, (code, err)  # a hang guard: the step takes 300 s
     assert "cancelling" in err and "interrupted" in err
 
 

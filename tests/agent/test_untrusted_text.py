@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 import tracemalloc
 import types
 
@@ -120,12 +119,11 @@ def test_huge_agents_md_is_bounded_before_reading(tmp_path):
         f.write(b"Rule one.\n" + b"x" * 100)
         f.truncate(400 * 1024 * 1024)  # 400 MB (sparse)
     tracemalloc.start()
-    t0 = time.monotonic()
     prompt = system_prompt(repo)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    assert "Rule one." in prompt and time.monotonic() - t0 < 5
-    assert peak < 5 * 1024 * 1024, peak  # the cap, not the file
+    assert "Rule one." in prompt
+    assert peak < 5 * 1024 * 1024, peak  # the cap, not the file: the bound is on bytes read, not time
     assert len(prompt) < MAX_AGENTS_MD_CHARS + 20000
 
 

@@ -34,8 +34,6 @@ def test_bench_json_has_every_field(tiny_dirs, tmp_path):
             assert run[f"tokens_per_second_{kind}"] > 0
             ar_tps = report["ar"][f"tokens_per_second_{kind}"]
             assert run[f"speedup_{kind}"] == round(run[f"tokens_per_second_{kind}"] / ar_tps, 3)
-    # a lower threshold never commits fewer tokens per forward on the same prompts
-    assert report["runs"][1]["tpf"] >= report["runs"][0]["tpf"]
     # a speed-up that can change tokens is measured against the exact default, off by default
     (option,) = report["options"]
     assert option["option"] == "eos_confine" and option["threshold"] == 0.95

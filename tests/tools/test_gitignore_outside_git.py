@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 
 import pytest
 
@@ -53,7 +52,7 @@ def test_the_walk_agrees_with_git(tmp_path):
     assert sorted(listed) == EXPECTED
 
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(30)  # the hang guard: a backtracking match costs seconds per name, 50 names
 def test_a_hostile_gitignore_costs_no_time(plain_dir):
     """Lines with many stars (seconds per name in a backtracking regex) are skipped; a FIFO named
     .gitignore is not waited on; a bad line does not void the others."""
@@ -64,7 +63,5 @@ def test_a_hostile_gitignore_costs_no_time(plain_dir):
     (plain_dir / "sub").mkdir()
     os.mkfifo(plain_dir / "sub" / ".gitignore")
     (plain_dir / "sub" / "x.py").write_text("")
-    started = time.monotonic()
     files = repo_files(plain_dir)
-    assert time.monotonic() - started < 5
     assert "secret.txt" not in files and "sub/x.py" in files and len([f for f in files if f.startswith("aaa")]) == 50

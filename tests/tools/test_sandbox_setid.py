@@ -9,7 +9,6 @@ import os
 import stat
 import sys
 import tarfile
-import time
 
 import pytest
 
@@ -87,7 +86,7 @@ def test_the_scan_clears_what_a_command_changed_and_leaves_older_files(tmp_path)
     new.write_bytes(b"#!/bin/sh\n")
     new.chmod(0o6755)
     link.symlink_to(new)
-    since = time.time()
+    since = new.stat().st_ctime  # the change's own time: no gap between the chmod and a clock read
     assert sandbox.clear_setid(tmp_path, since + 10) == []  # changed before the command: kept
     assert sandbox.clear_setid(tmp_path, since) == [str(new)]
     assert stat.S_IMODE(new.stat().st_mode) == 0o755

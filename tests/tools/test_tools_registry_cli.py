@@ -135,11 +135,7 @@ LIMITED = [  # (tool, arguments, what the one-line refusal says)
 
 @pytest.mark.parametrize("name,args,message", LIMITED, ids=[f"{n}-{i}" for i, (n, _, _) in enumerate(LIMITED)])
 def test_oversized_arguments_are_refused_before_the_tool_runs(tmp_path, name, args, message):
-    import time
-
-    started = time.monotonic()
-    res = run_tool(name, args, tmp_path)
-    assert time.monotonic() - started < 1
+    res = run_tool(name, args, tmp_path)  # the error below is the argument check's, not the tool's
     assert not res.ok and res.details["error"] == "bad_arguments"
     assert res.output.startswith(f"{name}: argument ") and message in res.output, res.output
     assert "\n" not in res.output and len(res.output) <= 300

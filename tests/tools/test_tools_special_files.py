@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 
 import pytest
 
@@ -75,12 +74,11 @@ def test_list_files_and_repo_map_skip_links_out_of_the_root(git_repo, outside):
     assert "outside_secret_function" not in res.output and "leak.py" not in res.output
 
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(120)  # a hang guard: a FIFO opened for reading blocks forever; healthy is ~1 s
 def test_fifo_never_blocks_any_tool(plain_dir, monkeypatch):
     os.mkfifo(plain_dir / "pipe.py")
     os.mkfifo(plain_dir / "pipe.txt")
     (plain_dir / "real.py").write_text("def real_function():\n    return 'root'\n")
-    started = time.monotonic()
     listed = run_tool("list_files", {}, plain_dir)
     assert listed.ok and listed.details["files"] == ["real.py"]
     res = run_tool("grep", {"pattern": FALLBACK}, plain_dir)
@@ -95,7 +93,6 @@ def test_fifo_never_blocks_any_tool(plain_dir, monkeypatch):
     assert res.ok and "real_function" in res.output
     res = run_tool("read_file", {"path": "pipe.txt"}, plain_dir)
     assert not res.ok and res.details["error"] == "not_regular" and "not a regular file" in res.output
-    assert time.monotonic() - started < 20
 
 
 def test_read_file_shows_latin1_the_way_edit_file_matches_it(plain_dir):
@@ -121,9 +118,9 @@ def test_read_file_past_the_end_counts_lines_with_end_line(plain_dir):
         assert res.details["total_lines"] == 2
 
 
+@pytest.mark.timeout(120)  # a hang guard: opening the FIFO would block forever
 def test_edit_and_write_on_a_fifo_say_what_it_is(plain_dir):
     os.mkfifo(plain_dir / "pipe.txt")
-    started = time.monotonic()
     for name, args in (("edit_file", {"path": "pipe.txt", "old": "a", "new": "b"}),
                        ("write_file", {"path": "pipe.txt", "content": "x"})):
         res = run_tool(name, args, plain_dir)
@@ -131,7 +128,6 @@ def test_edit_and_write_on_a_fifo_say_what_it_is(plain_dir):
         assert "not a regular file" in res.output and "FIFO" in res.output
         assert "does not exist" not in res.output
     assert os.path.exists(plain_dir / "pipe.txt") and not (plain_dir / "pipe.txt").is_file()
-    assert time.monotonic() - started < 10
 
 
 @pytest.mark.parametrize("tool", ["write_file", "edit_file", "apply_patch", "read_file"])

@@ -91,7 +91,7 @@ def _hold(tmp_path, root, seconds):
 
 def test_a_held_lock_refuses_clearly_after_the_timeout(plain_dir, tmp_path, monkeypatch):
     (plain_dir / "f.txt").write_text("one\n")
-    holder = _hold(tmp_path, plain_dir, 10)
+    holder = _hold(tmp_path, plain_dir, 600)  # held until killed below, however slow the machine
     try:
         monkeypatch.setenv("CLOVER_LOCK_TIMEOUT", "0.5")
         res = run_tool("write_file", {"path": "f.txt", "content": "two\n"}, plain_dir)
@@ -105,12 +105,34 @@ def test_a_held_lock_refuses_clearly_after_the_timeout(plain_dir, tmp_path, monk
     assert run_tool("write_file", {"path": "f.txt", "content": "two\n"}, plain_dir).ok  # released
 
 
+def _waiting_on_the_lock() -> bool:
+    """Whether this process has the edit lock file open (a writer in repo_lock's wait)."""
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}").endswith("/edit.lock"):
+                return True
+        except OSError:
+            pass
+    return False
+
+
 def test_a_second_writer_waits_and_says_so(plain_dir, tmp_path):
-    holder = _hold(tmp_path, plain_dir, 1.0)
+    holder = _hold(tmp_path, plain_dir, 600)
+
+    def release():  # a second after the writer began waiting: its wait is >= 1 s by construction
+        while not _waiting_on_the_lock() and holder.poll() is None:
+            time.sleep(0.01)
+        time.sleep(1.0)
+        holder.kill()
+
+    releaser = threading.Thread(target=release, daemon=True)
+    releaser.start()
     try:
         res = run_tool("write_file", {"path": "g.txt", "content": "x\n"}, plain_dir)
     finally:
+        holder.kill()
         holder.wait(timeout=30)
+        releaser.join(30)
     assert res.ok and res.output.startswith("(Waited") and "another Clover process" in res.output
     assert (plain_dir / "g.txt").read_text() == "x\n"
 
