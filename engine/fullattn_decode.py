@@ -45,12 +45,16 @@ class FullAttnDecoder:
     """One generation of a Dream or LLaDA 1.x checkpoint. Iterate `run()` for events."""
 
     def __init__(self, lm, prompt_ids: list[int], cfg: GenerationConfig,
-                 cancel: threading.Event | None = None):
+                 cancel: threading.Event | None = None, *, dream: bool | None = None,
+                 mode: str | None = None):
+        """dream: decode as Dream's references (else LLaDA 1.x's); None: as the family's
+        logits say (Dream's are shifted, LLaDA's are not). mode: exact / prefix / dual; None:
+        cfg.diffusion_mode or the family's default (fullattn_parts.resolve_mode)."""
         if not prompt_ids:
             raise ValueError("empty prompt: diffusion decoding needs at least one prompt token")
         self.lm, self.cfg, self.cancel = lm, cfg, cancel
-        self.mode = resolve_mode(lm.family.name, cfg.diffusion_mode)
-        self.dream = lm.family.name == "dream"
+        self.mode = mode or resolve_mode(lm.family.name, cfg.diffusion_mode)
+        self.dream = lm.family.shifted_logits if dream is None else dream
         self.prompt = list(prompt_ids)
         self.mask_id = lm.mask_token_id
         self.eos = tuple(lm.eos_token_ids)
@@ -214,8 +218,10 @@ class FullAttnDecoder:
 
     # -- LLaDA: generate -----------------------------------------------------------------
     def _llada_choice(self, logits: torch.Tensor):
-        """LLaDA's proposal per row: argmax (with Gumbel noise when sampling) and the softmax
-        probability of it (float64, as the reference)."""
+        """LLaDA's proposal per row: argmax (with Gumbel noise, drawn in float64, when sampling)
+        and the softmax probability of it, in each reference's own dtype: `exact` follows
+        ML-GSAI's generate.py (the logits' dtype: bfloat16 confidences tie and round as there),
+        `prefix` / `dual` Fast-dLLM v1's get_transfer_index (float64)."""
         noisy = logits
         if self.cfg.temperature > 0:
             logits64 = logits.to(torch.float64)
@@ -223,7 +229,7 @@ class FullAttnDecoder:
                                generator=self.generator)
             noisy = logits64.exp() / (-torch.log(noise)) ** self.cfg.temperature
         x0 = torch.argmax(noisy, dim=-1)
-        p = F.softmax(logits.to(torch.float64), dim=-1)
+        p = F.softmax(logits if self.mode == "exact" else logits.to(torch.float64), dim=-1)
         return x0, p.gather(-1, x0[:, None])[:, 0]
 
     def _llada_exact(self, gen_length: int):

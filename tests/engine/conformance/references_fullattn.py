@@ -165,9 +165,11 @@ def _gumbel(logits, temperature):
 
 
 def _transfer(logits, temperature, mask_index, x, k, threshold):
-    """LLaDA's (and Fast-dLLM v1's) get_transfer_index, low_confidence remasking."""
+    """LLaDA's generate (k given) and Fast-dLLM v1's get_transfer_index (threshold given),
+    low_confidence remasking; the confidence's softmax in the logits' dtype as ML-GSAI's
+    generate.py, in float64 as Fast-dLLM v1's."""
     x0 = torch.argmax(_gumbel(logits, temperature), dim=-1)
-    p = F.softmax(logits.to(torch.float64), dim=-1)
+    p = F.softmax(logits if threshold is None else logits.to(torch.float64), dim=-1)
     x0_p = torch.gather(p, -1, x0.unsqueeze(-1)).squeeze(-1)
     x0 = torch.where(mask_index, x0, x)
     conf = torch.where(mask_index, x0_p, -torch.inf)

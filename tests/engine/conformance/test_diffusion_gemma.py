@@ -91,6 +91,16 @@ def test_ids_equal_transformers_generate(gemma, p, seed, budget):
     assert list(got.token_ids) == reference(lm.model, PROMPTS[p], seed, max_new_tokens=budget)
 
 
+@pytest.mark.parametrize("p,seed,budget", [(1, 1, 3 * CANVAS), (2, 2, 2 * CANVAS)])
+def test_ids_equal_transformers_generate_in_bfloat16(gemma, p, seed, budget):
+    """bfloat16, the dtype a GPU load picks: the sampler's arithmetic follows the reference's
+    dtypes (float32 softmax, self-conditioning in the embeddings' dtype), so ids still agree."""
+    lm = load_model(str(gemma[0]), dtype="bfloat16")
+    assert lm.model.dtype == torch.bfloat16
+    got = ours(lm, PROMPTS[p], seed, budget)
+    assert list(got.token_ids) == reference(lm.model, PROMPTS[p], seed, max_new_tokens=budget)
+
+
 class _EosAt:
     """Wraps the network's forward (ours and the reference's both call it) so that its logits
     say EOS at one position of one canvas and never anywhere else: the early EOS holds by

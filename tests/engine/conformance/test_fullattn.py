@@ -46,6 +46,13 @@ def llada(tmp_path_factory):
     return path, load_model(str(path), dtype="float64")
 
 
+@pytest.fixture(scope="module")
+def bf16(dream, llada):
+    """The same checkpoints loaded in bfloat16 (the dtype a GPU load picks)."""
+    return {"dream": load_model(str(dream[0]), dtype="bfloat16"),
+            "llada": load_model(str(llada[0]), dtype="bfloat16")}
+
+
 def _run(lm, prompt, **cfg):
     return Engine(lm).generate(prompt, GenerationConfig(**cfg))
 
@@ -170,6 +177,56 @@ def test_llada_sampled_matches_seeded_reference(llada, mode):
     else:
         ref = llada_fast_dllm(lm.model, prompt, mask_id=LLADA_MASK, gen_length=32, block_length=32,
                               threshold=0.9, dual=mode == "dual", temperature=0.8, stops=lm.eos_token_ids)
+    assert list(ours.token_ids) == ref
+
+
+@pytest.mark.parametrize("n,seed", [(11, 2), (20, 1)])
+def test_llada_exact_in_bfloat16_takes_the_confidence_in_the_logits_dtype(bf16, n, seed):
+    """ML-GSAI's generate.py takes the softmax in the logits' dtype: in bfloat16 confidences
+    round and tie, and the order of commits follows them. Prompt (11, 2) differs from a float64
+    softmax on this checkpoint (checked below), so a float64 confidence fails it."""
+    lm = bf16["llada"]
+    prompt = _prompt(n, seed)
+    ours = _run(lm, prompt, max_new_tokens=32, diffusion_mode="exact", diffusion_steps=32)
+    ref = llada_generate(lm.model, prompt, mask_id=LLADA_MASK, gen_length=32, block_length=32, steps=32,
+                         stops=lm.eos_token_ids, limit=32)
+    assert list(ours.token_ids) == ref
+    if (n, seed) == (11, 2):
+        as64 = llada_generate(_Float64Logits(lm.model), prompt, mask_id=LLADA_MASK, gen_length=32,
+                              block_length=32, steps=32, stops=lm.eos_token_ids, limit=32)
+        assert as64 != ref
+
+
+class _Float64Logits(torch.nn.Module):
+    """The model with its logits cast to float64 (the confidence a float64 softmax gives)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, *args, **kwargs):
+        out = self.model(*args, **kwargs)
+        out.logits = out.logits.to(torch.float64)
+        return out
+
+
+@pytest.mark.parametrize("family,mode", [("llada", "dual"), ("llada", "prefix"), ("dream", "exact"),
+                                         ("dream", "dual")])
+def test_bfloat16_matches_the_references(bf16, family, mode):
+    """Fast-dLLM v1 takes LLaDA's confidence in float64, Dream's references in the logits' dtype."""
+    lm = bf16[family]
+    prompt = _prompt(9, 3)
+    exact = dict(diffusion_alg="entropy", diffusion_steps=32) if mode == "exact" else {}
+    ours = _run(lm, prompt, max_new_tokens=32, diffusion_mode=mode, threshold=0.9, **exact)
+    if family == "llada":
+        ref = llada_fast_dllm(lm.model, prompt, mask_id=LLADA_MASK, gen_length=32, block_length=32,
+                              threshold=0.9, dual=mode == "dual", stops=lm.eos_token_ids, limit=32)
+    elif mode == "exact":
+        ref = dream_generate(lm.model, prompt, mask_id=DREAM_MASK, max_new_tokens=32, steps=32,
+                             alg="entropy", stops=lm.eos_token_ids)
+    else:
+        ref = dream_fast_dllm(lm.model, prompt, mask_id=DREAM_MASK, gen_length=32, block_length=32,
+                              threshold=0.9, dual=True, stops=lm.eos_token_ids, limit=32)
     assert list(ours.token_ids) == ref
 
 
