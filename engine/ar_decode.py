@@ -23,6 +23,9 @@ AR_PREFILL_CHUNK = 512
 
 
 class ARDecoder:
+    """One autoregressive generation under the shared loop (engine/decode_loop.py): each token
+    is a unit of one. Iterate `run()` for events."""
+
     def __init__(self, lm, prompt_ids: list[int], cfg: GenerationConfig,
                  cancel: threading.Event | None = None, healing: Healing | None = None,
                  prefix: PrefixCache | None = None):
