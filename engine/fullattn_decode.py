@@ -46,10 +46,12 @@ class FullAttnDecoder:
 
     def __init__(self, lm, prompt_ids: list[int], cfg: GenerationConfig,
                  cancel: threading.Event | None = None, *, dream: bool | None = None,
-                 mode: str | None = None):
+                 mode: str | None = None, remasking: str = "low_confidence", cfg_scale: float = 0.0):
         """dream: decode as Dream's references (else LLaDA 1.x's); None: as the family's
         logits say (Dream's are shifted, LLaDA's are not). mode: exact / prefix / dual; None:
-        cfg.diffusion_mode or the family's default (fullattn_parts.resolve_mode)."""
+        cfg.diffusion_mode or the family's default (fullattn_parts.resolve_mode). remasking
+        ("low_confidence" or "random") and cfg_scale (classifier-free guidance): LLaDA's
+        exact generate's own options (ValueError, one line, anywhere else)."""
         if not prompt_ids:
             raise ValueError("empty prompt: diffusion decoding needs at least one prompt token")
         self.lm, self.cfg, self.cancel = lm, cfg, cancel
@@ -61,7 +63,9 @@ class FullAttnDecoder:
         self.device = lm.device
         self.gen = generation_defaults(lm)
         self.B = cfg.block_size or 32  # Fast-dLLM v1's and our LLaDA default block_length
-        self.generator = seeded_generator(self.device, cfg, cfg.temperature > 0 or (
+        self.remasking, self.cfg_scale = remasking, float(cfg_scale)
+        self._check_llada_options()
+        self.generator = seeded_generator(self.device, cfg, cfg.temperature > 0 or remasking == "random" or (
             self.dream and self.mode == "exact" and self._alg() == "origin"))
         self.runner = ForwardRunner(lm.model)  # times the forwards (the network is called here)
         self.streamer = TextStreamer(lm.tokenizer, hidden_token_ids(lm.tokenizer, self.eos, self.mask_id))
@@ -73,6 +77,15 @@ class FullAttnDecoder:
                                  f"number of blocks ({blocks})")
 
     # -- settings ------------------------------------------------------------------------
+    def _check_llada_options(self) -> None:
+        if self.remasking not in ("low_confidence", "random"):
+            raise ValueError(f"remasking must be low_confidence or random, got {self.remasking!r}")
+        if self.cfg_scale < 0:
+            raise ValueError(f"cfg_scale must be >= 0, got {self.cfg_scale}")
+        if (self.remasking != "low_confidence" or self.cfg_scale) and (self.dream or self.mode != "exact"):
+            raise ValueError("random remasking and cfg_scale are LLaDA's exact decode's options "
+                             "(a LLaDA 1.x checkpoint with --diffusion-mode exact)")
+
     def _alg(self) -> str:
         alg = self.cfg.diffusion_alg or self.gen.get("alg") or "origin"
         if alg not in DREAM_ALGS:
@@ -250,11 +263,23 @@ class FullAttnDecoder:
                 mask_index = x == self.mask_id
                 mask_index[hi:] = False
                 first, last = self._rows(lo, hi)
-                proposal, confidence = self._llada_rows(self._forward(x, 0, first=first, last=last), x,
-                                                        mask_index, first, last)
+                proposal, confidence = self._llada_rows(self._guided(x, first, last), x, mask_index,
+                                                        first, last)
                 chosen = torch.topk(confidence, schedule[i]).indices
                 x[chosen] = proposal[chosen]
                 yield b, i + 1, lo, min(hi, n + self.cfg.max_new_tokens), len(chosen)
+
+    def _guided(self, x: torch.Tensor, first: int | None, last: int | None) -> torch.Tensor:
+        """An exact step's logits; with cfg_scale s, classifier-free guidance as LLaDA's
+        generate: the sequence with its prompt masked gives unconditional logits u, and the step
+        reads u + (s + 1)(logits - u)."""
+        logits = self._forward(x, 0, first=first, last=last)
+        if not self.cfg_scale:
+            return logits
+        unconditional = x.clone()
+        unconditional[:self.n] = self.mask_id
+        u = self._forward(unconditional, 0, first=first, last=last)
+        return u + (self.cfg_scale + 1) * (logits - u)
 
     # -- Fast-dLLM v1: prefix / dual cache -----------------------------------------------
     def _fast_dllm(self, gen_length: int):
@@ -324,6 +349,8 @@ class FullAttnDecoder:
         first..last-1 (None: all): (proposal [L], confidence [L], -inf where not masked)."""
         rows = slice(first, last)
         x0, p = self._llada_choice(logits)
+        if self.remasking == "random":  # a uniform confidence over the whole sequence, drawn after the noise
+            p = torch.rand(x.shape, device=self.device, generator=self.generator)[rows]
         proposal = x.clone()
         proposal[rows] = x0
         full = torch.full(x.shape, float("-inf"), dtype=p.dtype, device=self.device)

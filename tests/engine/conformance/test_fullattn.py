@@ -14,6 +14,7 @@ from clover_cli.engine.config import GenerationConfig
 from clover_cli.engine.engine import Engine
 from clover_cli.engine.events import BlockCommitted, DenoiseStep, GenerationResult
 from clover_cli.engine.families import FamilyError, detect_family
+from clover_cli.engine.fullattn_decode import FullAttnDecoder
 from clover_cli.engine.loader import load_model
 from realcfg import ACTIVE, CONFIGS, build, released
 from references_fullattn import dream_fast_dllm, dream_generate, llada_fast_dllm, llada_generate
@@ -98,8 +99,6 @@ def test_dream_exact_default_is_the_checkpoints_generation_config(dream, seed):
     """generation_config.json (the released file) says alg origin (random transfers), eps 1e-3
     and 512 steps: a seeded run equals the reference seeded the same way (at 24 steps, to keep
     the test short; the 512 default is checked on the decoder)."""
-    from clover_cli.engine.fullattn_decode import FullAttnDecoder
-
     lm = dream[1]
     prompt = _prompt(7, seed)
     assert FullAttnDecoder(lm, prompt, GenerationConfig(diffusion_mode="exact")).exact_steps(16) == 512
@@ -228,6 +227,34 @@ def test_bfloat16_matches_the_references(bf16, family, mode):
         ref = dream_fast_dllm(lm.model, prompt, mask_id=DREAM_MASK, gen_length=32, block_length=32,
                               threshold=0.9, dual=True, stops=lm.eos_token_ids, limit=32)
     assert list(ours.token_ids) == ref
+
+
+@pytest.mark.parametrize("remasking,cfg_scale,temperature", [
+    ("random", 0.0, 0.0), ("low_confidence", 1.5, 0.0), ("random", 0.5, 0.8)])
+def test_llada_exact_remasking_and_guidance_match_its_generate(llada, remasking, cfg_scale, temperature):
+    """LLaDA generate's remasking='random' (a seeded uniform confidence, drawn after the Gumbel
+    noise) and cfg_scale (classifier-free guidance against the prompt masked), on FullAttnDecoder."""
+    lm = llada[1]
+    prompt = _prompt(10, 5)
+    cfg = GenerationConfig(max_new_tokens=32, diffusion_mode="exact", diffusion_steps=16,
+                           temperature=temperature, seed=9)
+    dec = FullAttnDecoder(lm, prompt, cfg, remasking=remasking, cfg_scale=cfg_scale)
+    ours = list(dec.run())[-1]
+    torch.manual_seed(9)
+    ref = llada_generate(lm.model, prompt, mask_id=LLADA_MASK, gen_length=32, block_length=32, steps=16,
+                         temperature=temperature, stops=lm.eos_token_ids, remasking=remasking,
+                         cfg_scale=cfg_scale)
+    assert list(ours.token_ids) == ref
+    plain = list(FullAttnDecoder(lm, prompt, cfg).run())[-1]
+    assert plain.token_ids != ours.token_ids  # the option changed the decode
+
+
+def test_llada_options_are_refused_elsewhere(dream, llada):
+    for lm, mode in [(llada[1], "dual"), (dream[1], "exact")]:
+        with pytest.raises(ValueError, match="exact decode's options"):
+            FullAttnDecoder(lm, [1, 2], GenerationConfig(diffusion_mode=mode), cfg_scale=1.0)
+    with pytest.raises(ValueError, match="remasking must be"):
+        FullAttnDecoder(llada[1], [1, 2], GenerationConfig(diffusion_mode="exact"), remasking="top")
 
 
 def test_the_cases_are_not_vacuous(dream, llada):
