@@ -13,19 +13,21 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Iterator
+from dataclasses import dataclass
+from typing import Any, Iterator
 
 import torch
 
 from .config import GenerationConfig
+from .decode_loop import DecodeLoop, PrefillInfo, Unit, seeded_generator
 from .kernel_hooks import denoise_step
-from .events import BlockCommitted, DenoiseStep, GenerationResult, GenerationStats
+from .events import DenoiseStep
 from .healing import Healing
 from .prefix_cache import Entry, PrefixCache
-from .processors import process_logits, repeated_block
+from .processors import process_logits
 from .recurrent_split import install_recurrent_split, split_recurrent
 from .runtime import (DecodeMasks, ForwardRunner, TextStreamer, attention_layer_indices,
-                      block_causal_mask, crop_attention, find_stop, has_recurrent, hidden_token_ids,
+                      block_causal_mask, crop_attention, has_recurrent, hidden_token_ids,
                       make_cache, mask_is_zero, reserve_cache, restore_recurrent, snapshot_recurrent)
 from .selection import select
 from .transfer_schedule import at_least, transfer_schedule
@@ -75,8 +77,7 @@ class BlockDecoder:
         self.prefix = prefix
         self.reused = 0  # prompt positions taken from an earlier request's cache
         self._clean = True  # the cache holds exactly `cached` positions (no forward half done)
-        self.prefill_seconds = 0.0  # wall time of the prompt prefill: forwards, masks, ids
-        self.first_block_seconds = 0.0
+        self.info = PrefillInfo()  # the prefill's seconds and counts, for the stats
         self._last_row = None  # logits of position cached-1 (kept with the cache for shifted families)
         self._mask_key = None  # (start, length, cached) of the last forward's positions and mask
         self._positions = self._mask = None
@@ -85,10 +86,7 @@ class BlockDecoder:
         self.processing = cfg.repetition_penalty > 1.0 or cfg.progressive_ending
         self.streamer = TextStreamer(lm.tokenizer, hidden_token_ids(lm.tokenizer, self.eos, self.mask_id),
                                      skip=healing.prefix if healing else "")
-        self.generator = None
-        if cfg.temperature > 0:
-            self.generator = torch.Generator(device=self.device)
-            self.generator.manual_seed(cfg.seed if cfg.seed is not None else int(time.time_ns() % 2**63))
+        self.generator = seeded_generator(self.device, cfg)
 
     # -- forwards -------------------------------------------------------------------------
     def _forward(self, tokens: torch.Tensor, start: int, cache, keep: int = 0, count: bool = True):
@@ -159,12 +157,13 @@ class BlockDecoder:
             self._attn = (count, attention_layer_indices(cache))
         crop_attention(cache, tokens, self._attn[1])
 
-    # -- the loop -------------------------------------------------------------------------
+    # -- the loop (engine/decode_loop.py owns the endings, the events' text and the result) ----
     def run(self) -> Iterator:
-        cfg, B = self.cfg, self.B
-        t0 = time.perf_counter()
+        B = self.B
+        loop = DecodeLoop(prompt=self.prompt, cfg=self.cfg, eos=self.eos, streamer=self.streamer,
+                          runner=self.run_forward, cancel=self.cancel, prefill=self.info)
         n = len(self.prompt)
-        limit = n + cfg.max_new_tokens
+        limit = n + self.cfg.max_new_tokens
         start = (n // B) * B
         reuse = None
         if self.prefix is not None and start:
@@ -182,31 +181,28 @@ class BlockDecoder:
         t_prefill = time.perf_counter()
         if start > self.cached:
             carry = self._prefill(cache, start)
-        self.prefill_seconds = time.perf_counter() - t_prefill if start else 0.0  # with masks
+        self.info.seconds = time.perf_counter() - t_prefill if start else 0.0  # with masks
+        self.info.reused, self.info.prefilled = self.reused, max(0, start - self.reused)
         states = dict(reuse.states) if reuse is not None else {}
         rows = {start: carry} if carry is not None else {}
         try:
-            yield from self._decode(cache, start, carry, recurrent_cache, states, t0)
+            yield from loop.run(self._blocks(cache, start, carry, recurrent_cache, states))
         finally:  # also when the consumer stops early or a cancel ends it
             if self.prefix is not None and self._clean and len(self.cached_ids) == self.cached:
                 rows[self.cached] = self._last_row
                 rows = {b: r for b, r in rows.items() if r is not None} if self.shifted else {}
                 self.prefix.put(Entry(("block", B), self.cached_ids, cache, states, rows))
 
-    def _decode(self, cache, start: int, carry, recurrent_cache: bool, states: dict, t0: float):
-        """Block after block from `start`: open it, denoise it, give out its text, check the
-        endings, write it to the cache; the GenerationResult last."""
-        cfg, B = self.cfg, self.B
+    def _blocks(self, cache, start: int, carry, recurrent_cache: bool, states: dict) -> Iterator:
+        """Block after block from `start`: open it, denoise it (DenoiseStep events), give out its
+        output as a Unit, and, when the loop asks for more, write it to the cache."""
+        B = self.B
         n = len(self.prompt)
-        limit = n + cfg.max_new_tokens
+        limit = n + self.cfg.max_new_tokens
         self._last_row = carry
         generated: list[int] = []
-        blocks: list[tuple[int, ...]] = []
-        steps_per_block: list[int] = []
         pending = None  # the next block's step-0 logits when the commit was fused with it
-        finish = "length"
         block_index = 0
-
         while start < limit:
             fixed = max(0, n - start)  # prompt tail inside this block
             end = min(B, limit - start)  # the output is cut here; the whole block is decoded
@@ -214,34 +210,17 @@ class BlockDecoder:
             saved = snapshot_recurrent(cache) if recurrent_cache else None
             if saved is not None and block_index == 0:
                 states[start] = saved  # the state after this prompt: a boundary the next request may reuse
-            block, steps, eos_at, cancelled = yield from self._denoise_block(
-                block, masked, fixed, end, start, cache, saved, pending, carry, block_index, generated)
-            pending = None
-            steps_per_block.append(steps)
-            if cancelled:
-                finish = "cancelled"
-                break
-            stop_here = eos_at >= 0
-            new = block[fixed:(eos_at + 1 if stop_here else end)].tolist()
+            step = _Step(block_index, fixed, end, start, cache, saved, carry, generated)
+            block, eos_at = yield from self._denoise_block(block, masked, step, pending)
+            new = block[fixed:(eos_at + 1 if eos_at >= 0 else end)].tolist()
             generated.extend(new)
-            blocks.append(tuple(new))
-            if stop_here:
-                generated = self._cut_at_first_eos(generated)
-            if not self.first_block_seconds:
-                self.first_block_seconds = time.perf_counter() - t0
-            yield BlockCommitted(block_index, tuple(new), self.streamer.delta(generated))
-            ending = "eos" if stop_here else self._ending(generated, blocks)
-            if ending:
-                finish = ending
-                break
+            yield Unit(tuple(new), eos=eos_at >= 0)
             if start + B >= limit:
-                break
+                return
             carry, pending = self._commit(block, start, cache, with_next=self.fuse)
             self._last_row = carry
             start += B
             block_index += 1
-
-        yield self._result(generated, finish, steps_per_block, t0)
 
     def _open_block(self, start: int, fixed: int, carry, block_index: int, generated: list[int]):
         """(block ids, masked): the prompt tail fixed, the rest masked; for Fast-dLLM v2 the
@@ -264,30 +243,36 @@ class BlockDecoder:
             masked[0] = False
         return block, masked
 
-    def _denoise_block(self, block, masked, fixed: int, end: int, start: int, cache, saved, pending,
-                       carry, block_index: int, generated: list[int]):
+    def _step_logits(self, block, masked, step: "_Step", pending, heal: bool) -> torch.Tensor:
+        """One step's logits [B, V] for the block: the fused commit's when given, else a denoise
+        forward; shifted for the families that predict i from i-1; processed (repetition
+        control, progressive ending); the first generated token healed when `heal`."""
+        logits = pending if pending is not None else self._denoise(block, step.start, step.cache,
+                                                                   step.saved)
+        if self.shifted:  # logits at i-1 predict token i
+            first = step.carry if step.carry is not None else logits[0]
+            logits = torch.cat([first[None], logits[:-1]])
+        if self.processing:
+            fixed, end = step.fixed, step.end
+            recent = step.generated + block[fixed:end][~masked[fixed:end]].tolist()
+            logits = process_logits(logits, self.cfg, recent=recent, generated=len(recent),
+                                    eos_ids=self.eos)
+        if self.healing is not None and step.block_index == 0 and heal:
+            logits = logits.clone()  # the first generated token continues the prompt's text
+            logits[step.fixed] = self.healing.constrain(logits[step.fixed])
+        return logits
+
+    def _denoise_block(self, block, masked, step: "_Step", pending):
         """Denoise steps until the block's output positions are committed (or an EOS ends it):
-        each yields a DenoiseStep; returns (block, steps, eos_at, cancelled)."""
-        cfg = self.cfg
+        each yields a DenoiseStep; returns (block, eos_at: the block index of the EOS that ends
+        the generation, or -1)."""
+        cfg, fixed, end = self.cfg, step.fixed, step.end
         selected_stop = not self.first_token_rule  # Fast-dLLM ends only on a *selected* stop
         live = masked  # masked positions selection may pick (eos_confine narrows it)
         steps = 0
-        eos_at = -1
         while bool(masked[fixed:end].any()):  # positions past `end` only matter until then
-            if self.cancel is not None and self.cancel.is_set():
-                return block, steps, -1, True
-            logits = pending if pending is not None else self._denoise(block, start, cache, saved)
+            logits = self._step_logits(block, masked, step, pending, heal=bool(masked[fixed]))
             pending = None
-            if self.shifted:  # logits at i-1 predict token i
-                first = carry if carry is not None else logits[0]
-                logits = torch.cat([first[None], logits[:-1]])
-            if self.processing:
-                recent = generated + block[fixed:end][~masked[fixed:end]].tolist()
-                logits = process_logits(logits, cfg, recent=recent, generated=len(recent),
-                                        eos_ids=self.eos)
-            if self.healing is not None and block_index == 0 and bool(masked[fixed]):
-                logits = logits.clone()  # the first generated token continues the prompt's text
-                logits[fixed] = self.healing.constrain(logits[fixed])
             tokens, confidence, commit = select(
                 logits, self._selectable(live), cfg.threshold, cfg.temperature, self.mask_id,
                 self.generator, cfg.top_p, mask_in_softmax=self.mask_in_softmax)
@@ -298,28 +283,18 @@ class BlockDecoder:
             masked = masked & ~commit
             steps += 1
             toks, still = block[fixed:end].tolist(), masked[fixed:end].tolist()
-            yield DenoiseStep(block_index, steps, tuple(toks), tuple(still), int(commit.sum()))
+            yield DenoiseStep(step.block_index, steps, tuple(toks), tuple(still), int(commit.sum()))
             if not selected_stop and self.eos:
                 selected_stop = any(t in self.eos for t in block[commit].tolist())
             eos_at, first_eos = self._eos_done(toks, still, fixed)
             if eos_at >= 0 and selected_stop:
-                break
-            eos_at = -1
+                return block, eos_at
             live = masked
             if cfg.eos_confine and first_eos >= 0:
                 live = masked & (self._index < first_eos)
                 if not bool(live.any()):
                     break
-        return block, steps, eos_at, False
-
-    def _ending(self, generated: list[int], blocks: list[tuple[int, ...]]) -> str | None:
-        """Why decoding ends after this block (a stop string, repeated blocks), or None."""
-        cfg = self.cfg
-        if cfg.stop and find_stop(self.streamer.text_of(generated), cfg.stop) >= 0:
-            return "stop"
-        if cfg.repetition_penalty > 1.0 and repeated_block(blocks, self.eos):
-            return "repetition"
-        return None
+        return block, -1
 
     def _argmax(self, logits: torch.Tensor) -> int:
         """The greedy token of one row [V]; the mask token is never a prediction."""
@@ -338,14 +313,6 @@ class BlockDecoder:
         lo = int(where[0]) // self.sub * self.sub
         return live & (self._index >= lo) & (self._index < lo + self.sub)
 
-    def _cut_at_first_eos(self, ids: list[int]) -> list[int]:
-        """The output ends after its first EOS (an earlier block may hold one that did not end
-        the generation: Fast-dLLM's carried first token)."""
-        for i, tok in enumerate(ids):
-            if tok in self.eos:
-                return ids[:i + 1]
-        return ids
-
     def _eos_done(self, toks: list[int], still: list[bool], fixed: int) -> tuple[int, int]:
         """(done, first): block index of the first committed EOS, as `done` when every position
         before it is committed (else done = -1), and as `first` in any case (-1: none).
@@ -361,22 +328,17 @@ class BlockDecoder:
                 return (-1 if gap else fixed + i), fixed + i
         return -1, -1
 
-    def _result(self, generated: list[int], finish: str, steps_per_block: list[int],
-                t0: float) -> GenerationResult:
-        ids = list(generated)
-        text = self.streamer.text_of(ids)
-        if self.cfg.stop:
-            cut = find_stop(text, self.cfg.stop)
-            if cut >= 0:
-                finish = "stop"
-                text = text[:cut]
-                while ids and len(self.streamer.text_of(ids[:-1])) >= cut:
-                    ids.pop()
-        stats = GenerationStats(
-            generated_tokens=len(ids), forwards=self.run_forward.forwards, blocks=len(steps_per_block),
-            steps_per_block=tuple(steps_per_block), forward_seconds=self.run_forward.seconds,
-            total_seconds=time.perf_counter() - t0, prompt_tokens=len(self.prompt),
-            prefill_seconds=self.prefill_seconds, reused_tokens=self.reused,
-            prefilled_tokens=max(0, (len(self.prompt) // self.B) * self.B - self.reused),
-            first_block_seconds=self.first_block_seconds)
-        return GenerationResult(tuple(ids), text, finish, stats, tuple(self.prompt))
+
+@dataclass(frozen=True)
+class _Step:
+    """Where a block's steps run: its index, prompt tail and output end, its place in the cache
+    and the state a step puts back, the carried logits row, the output before it."""
+
+    block_index: int
+    fixed: int
+    end: int
+    start: int
+    cache: Any
+    saved: Any
+    carry: Any
+    generated: list

@@ -22,15 +22,11 @@ first EOS, is the same with or without its `eos_early_stop`).
 from __future__ import annotations
 
 import re
-import time
-from typing import Iterator
 
 import torch
 
 from .block_decode import BlockDecoder
-from .events import BlockCommitted, DenoiseStep
-from .processors import process_logits
-from .runtime import snapshot_recurrent
+from .events import DenoiseStep
 
 # how a LLaDA2.1 release is named: its config.json is LLaDA2.0's (model_type llada2_moe, the same
 # network and keys), so the checkpoint is told apart by its name or path (an hf: download sits
@@ -62,8 +58,8 @@ def editing_wanted(lm, cfg) -> bool:
 
 
 class EditDecoder(BlockDecoder):
-    """One generation with LLaDA2.1's token editing; iterate `run()` for events. Forwards, cache,
-    prefill, prefix reuse and the result are BlockDecoder's; only the per-block loop differs."""
+    """One generation with LLaDA2.1's token editing; iterate `run()` for events. Everything is
+    BlockDecoder's but the commit policy of a block's steps (`_denoise_block`)."""
 
     def _predict(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """logits [B, V] -> (greedy token [B], its probability under the softmax of all logits
@@ -75,86 +71,24 @@ class EditDecoder(BlockDecoder):
         tokens = x.argmax(dim=-1)  # [B]
         return tokens, probs.gather(1, tokens[:, None])[:, 0]
 
-    def _decode(self, cache, start: int, carry, recurrent_cache: bool, states: dict, t0: float):
-        cfg, B = self.cfg, self.B
-        n = len(self.prompt)
-        limit = n + cfg.max_new_tokens
-        self._last_row = carry
-        generated: list[int] = []
-        blocks: list[tuple[int, ...]] = []
-        steps_per_block: list[int] = []
-        pending = None
-        finish = "length"
-        block_index = 0
-        while start < limit:
-            fixed = max(0, n - start)  # prompt tail inside this block: never edited
-            block = torch.full((B,), self.mask_id, dtype=torch.long, device=self.device)
-            if fixed:
-                block[:fixed] = torch.tensor(self.prompt[start:n], device=self.device)
-            end = min(B, limit - start)  # the output is cut here; the whole block is decoded
-            masked = torch.zeros(B, dtype=torch.bool, device=self.device)
-            masked[fixed:] = True
-            saved = snapshot_recurrent(cache) if recurrent_cache else None
-            if saved is not None and block_index == 0:
-                states[start] = saved
-            steps = 0
-            for event in self._block_steps(block, masked, fixed, end, start, cache, saved, pending,
-                                           generated, block_index):
-                if isinstance(event, DenoiseStep):
-                    steps = event.step
-                    yield event
-                else:
-                    block, finish = event
-            pending = None
-            steps_per_block.append(steps)
-            if finish == "cancelled":
-                break
-            out = block[fixed:end].tolist()
-            eos_at = next((i for i, t in enumerate(out) if t in self.eos), -1)
-            new = out[:eos_at + 1] if eos_at >= 0 else out
-            generated.extend(new)
-            blocks.append(tuple(new))
-            if not self.first_block_seconds:
-                self.first_block_seconds = time.perf_counter() - t0
-            yield BlockCommitted(block_index, tuple(new), self.streamer.delta(generated))
-            ending = "eos" if eos_at >= 0 else self._ending(generated, blocks)  # block_decode.py
-            if ending:
-                finish = ending
-                break
-            if start + B >= limit:
-                break
-            carry, pending = self._commit(block, start, cache, with_next=self.fuse)
-            self._last_row = carry
-            start += B
-            block_index += 1
-        yield self._result(generated, finish, steps_per_block, t0)
-
-    def _block_steps(self, block, masked, fixed, end, start, cache, saved, pending, generated,
-                     block_index) -> Iterator:
-        """The steps of one block: DenoiseStep events, then (final block, finish) once."""
-        cfg = self.cfg
+    def _denoise_block(self, block, masked, step, pending):
+        """Token editing as the block's commit policy: each step commits masked positions as the
+        plain rule does and rewrites committed ones (yields a DenoiseStep); then up to
+        max_post_steps editing-only steps. Returns (final block, eos_at: the block index of its
+        first EOS within the output, or -1: a committed EOS can still be edited away, so the
+        block always runs to its end)."""
+        cfg, fixed, end = self.cfg, step.fixed, step.end
         editable_area = torch.ones_like(masked)
-        editable_area[:fixed] = False
-        post = 0
-        steps = 0
+        editable_area[:fixed] = False  # the prompt tail is never edited
+        post = steps = 0
         while True:
             filling = bool(masked.any())
             if not filling:
                 post += 1
                 if post > cfg.max_post_steps:
                     break
-            if self.cancel is not None and self.cancel.is_set():
-                yield block, "cancelled"
-                return
-            logits = pending if pending is not None else self._denoise(block, start, cache, saved)
+            logits = self._step_logits(block, masked, step, pending, heal=True)
             pending = None
-            if self.processing:
-                recent = generated + block[fixed:end][~masked[fixed:end]].tolist()
-                logits = process_logits(logits, cfg, recent=recent, generated=len(recent),
-                                        eos_ids=self.eos)
-            if self.healing is not None and block_index == 0:
-                logits = logits.clone()  # the first generated token continues the prompt's text
-                logits[fixed] = self.healing.constrain(logits[fixed])
             tokens, conf = self._predict(logits)
             commit = torch.zeros_like(masked)
             if filling:
@@ -162,14 +96,14 @@ class EditDecoder(BlockDecoder):
                 if not bool(commit.any()):
                     best = torch.where(masked, conf, torch.full_like(conf, float("-inf")))
                     commit[int(best.argmax())] = True
-            edit = (~masked & editable_area & (tokens != block)
-                    & (conf > cfg.editing_threshold))
+            edit = ~masked & editable_area & (tokens != block) & (conf > cfg.editing_threshold)
             block = torch.where(commit | edit, tokens, block)
             masked = masked & ~commit
             steps += 1
-            yield DenoiseStep(block_index, steps, tuple(block[fixed:end].tolist()),
-                              tuple(masked[fixed:end].tolist()), int(commit.sum()),
-                              int(edit.sum()))
+            yield DenoiseStep(step.block_index, steps, tuple(block[fixed:end].tolist()),
+                              tuple(masked[fixed:end].tolist()), int(commit.sum()), int(edit.sum()))
             if not filling and not bool(edit.any()):
                 break
-        yield block, "length"
+        out = block[fixed:end].tolist()
+        eos_at = next((i for i, t in enumerate(out) if t in self.eos), -1)
+        return block, fixed + eos_at if eos_at >= 0 else -1

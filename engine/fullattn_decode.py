@@ -35,33 +35,39 @@ import torch
 import torch.nn.functional as F
 
 from .config import GenerationConfig
-from .events import BlockCommitted, DenoiseStep, GenerationResult, GenerationStats
+from .decode_loop import DecodeLoop, Unit, seeded_generator
+from .events import DenoiseStep
 from .fullattn_parts import (DEFAULT_MODE, DREAM_ALGS, FULL_ATTENTION, MODE_LABELS, MODES,  # noqa: F401
                              KVSnapshot, generation_defaults, mode_label, resolve_mode, sample_tokens)
-from .runtime import TextStreamer, find_stop, hidden_token_ids
+from .runtime import ForwardRunner, TextStreamer, hidden_token_ids
 
 class FullAttnDecoder:
     """One generation of a Dream or LLaDA 1.x checkpoint. Iterate `run()` for events."""
 
     def __init__(self, lm, prompt_ids: list[int], cfg: GenerationConfig,
-                 cancel: threading.Event | None = None):
+                 cancel: threading.Event | None = None, *, dream: bool | None = None,
+                 mode: str | None = None, remasking: str = "low_confidence", cfg_scale: float = 0.0):
+        """dream: decode as Dream's references (else LLaDA 1.x's); None: as the family's
+        logits say (Dream's are shifted, LLaDA's are not). mode: exact / prefix / dual; None:
+        cfg.diffusion_mode or the family's default (fullattn_parts.resolve_mode). remasking
+        ("low_confidence" or "random") and cfg_scale (classifier-free guidance): LLaDA's
+        exact generate's own options (ValueError, one line, anywhere else)."""
         if not prompt_ids:
             raise ValueError("empty prompt: diffusion decoding needs at least one prompt token")
         self.lm, self.cfg, self.cancel = lm, cfg, cancel
-        self.mode = resolve_mode(lm.family.name, cfg.diffusion_mode)
-        self.dream = lm.family.name == "dream"
+        self.mode = mode or resolve_mode(lm.family.name, cfg.diffusion_mode)
+        self.dream = lm.family.shifted_logits if dream is None else dream
         self.prompt = list(prompt_ids)
         self.mask_id = lm.mask_token_id
         self.eos = tuple(lm.eos_token_ids)
         self.device = lm.device
         self.gen = generation_defaults(lm)
         self.B = cfg.block_size or 32  # Fast-dLLM v1's and our LLaDA default block_length
-        self.generator = None
-        if cfg.temperature > 0 or (self.dream and self.mode == "exact" and self._alg() == "origin"):
-            self.generator = torch.Generator(device=self.device)
-            self.generator.manual_seed(cfg.seed if cfg.seed is not None else int(time.time_ns() % 2**63))
-        self.forwards = 0
-        self.forward_seconds = 0.0
+        self.remasking, self.cfg_scale = remasking, float(cfg_scale)
+        self._check_llada_options()
+        self.generator = seeded_generator(self.device, cfg, cfg.temperature > 0 or remasking == "random" or (
+            self.dream and self.mode == "exact" and self._alg() == "origin"))
+        self.runner = ForwardRunner(lm.model)  # times the forwards (the network is called here)
         self.streamer = TextStreamer(lm.tokenizer, hidden_token_ids(lm.tokenizer, self.eos, self.mask_id))
         self.n = len(self.prompt)
         if self.mode == "exact" and not self.dream and cfg.diffusion_steps:  # LLaDA: checked up front
@@ -71,6 +77,15 @@ class FullAttnDecoder:
                                  f"number of blocks ({blocks})")
 
     # -- settings ------------------------------------------------------------------------
+    def _check_llada_options(self) -> None:
+        if self.remasking not in ("low_confidence", "random"):
+            raise ValueError(f"remasking must be low_confidence or random, got {self.remasking!r}")
+        if self.cfg_scale < 0:
+            raise ValueError(f"cfg_scale must be >= 0, got {self.cfg_scale}")
+        if (self.remasking != "low_confidence" or self.cfg_scale) and (self.dream or self.mode != "exact"):
+            raise ValueError("random remasking and cfg_scale are LLaDA's exact decode's options "
+                             "(a LLaDA 1.x checkpoint with --diffusion-mode exact)")
+
     def _alg(self) -> str:
         alg = self.cfg.diffusion_alg or self.gen.get("alg") or "origin"
         if alg not in DREAM_ALGS:
@@ -104,20 +119,20 @@ class FullAttnDecoder:
                                 cache=cache, use_cache=cache is not None,
                                 logits_to_keep=0 if rows == slice(0, t) else rows)
         logits = out.logits[0]  # [hi - lo, V]
-        if logits.is_cuda:
-            torch.cuda.synchronize(logits.device)
-        self.forwards += 1
-        self.forward_seconds += time.perf_counter() - t0
+        self.runner.done(t0, logits)
         if self.dream and not shifted:
             logits = torch.cat([logits[:1], logits[:-1]])
         return logits
 
-    def _cancelled(self) -> bool:
-        return self.cancel is not None and self.cancel.is_set()
-
-    # -- the loop ------------------------------------------------------------------------
+    # -- the loop (engine/decode_loop.py owns the endings, the events' text and the result) ----
     def run(self) -> Iterator:
-        t0 = time.perf_counter()
+        loop = DecodeLoop(prompt=self.prompt, cfg=self.cfg, eos=self.eos, streamer=self.streamer,
+                          runner=self.runner, cancel=self.cancel)
+        yield from loop.run(self._units())
+
+    def _units(self) -> Iterator:
+        """The mode's steps (a DenoiseStep each), and a Unit whenever generated positions became
+        final; ends when the output is whole or the steps are spent."""
         cfg = self.cfg
         if self.dream and self.mode == "exact":
             gen_length = cfg.max_new_tokens
@@ -126,58 +141,45 @@ class FullAttnDecoder:
         x = torch.full((self.n + gen_length,), self.mask_id, dtype=torch.long, device=self.device)
         x[:self.n] = torch.tensor(self.prompt, device=self.device)
         self.x = x
-        self.emitted = 0  # generated positions already sent in BlockCommitted events
-        self.chunks = 0
-        self.steps_per_block: list[int] = []
-        self.finish = "length"
+        self.emitted = 0  # generated positions already given out as Units
         if self.dream and self.mode == "exact":
             steps_iter = self._dream_exact(gen_length)
         elif self.mode == "exact":
             steps_iter = self._llada_exact(gen_length)
         else:
             steps_iter = self._fast_dllm(gen_length)
-        done = False
         for block_index, step, lo, hi, committed in steps_iter:
             yield DenoiseStep(block_index, step, tuple(x[lo:hi].tolist()),
                               tuple((x[lo:hi] == self.mask_id).tolist()), committed)
-            events, done = self._ready()
-            yield from events
-            if done or self._cancelled():
-                break
-        if not done and self._cancelled():
-            self.finish = "cancelled"
-        elif not done:
-            events, _ = self._ready(final=True)
-            yield from events
-        yield self._result(t0)
+            unit, done = self._ready()
+            if unit is not None:
+                yield unit
+            if done:
+                return
+        unit, _ = self._ready(final=True)
+        if unit is not None:
+            yield unit
 
-    def _ready(self, final: bool = False):
-        """BlockCommitted events for the generated positions that became final (the committed
-        run from the start of the answer, cut after its first EOS and at max_new_tokens), and
-        whether the generation is over. final: the steps are spent; a position left masked stays
-        in the output as the mask id, as in the reference's."""
+    def _ready(self, final: bool = False) -> tuple[Unit | None, bool]:
+        """(the generated positions that became final as a Unit, or None; whether the output is
+        whole). Final positions: the committed run from the start of the answer, cut after its
+        first EOS and at max_new_tokens. final: the steps are spent; a position left masked
+        stays in the output as the mask id, as in the reference's."""
         gen = self.x[self.n:self.n + self.cfg.max_new_tokens].tolist()
         ready = 0
-        done = False
+        eos = False
         for tok in gen:
             if tok == self.mask_id and not final:
                 break
             ready += 1
             if tok in self.eos:
-                done = True
-                self.finish = "eos"
+                eos = True
                 break
-        if ready == len(gen):
-            done = True
-        events = []
-        if ready > self.emitted:
-            ids = gen[:ready]
-            events.append(BlockCommitted(self.chunks, tuple(ids[self.emitted:]), self.streamer.delta(ids)))
-            self.chunks += 1
-            self.emitted = ready
-            if self.cfg.stop and find_stop(self.streamer.text_of(ids), self.cfg.stop) >= 0:
-                self.finish, done = "stop", True
-        return events, done
+        if ready <= self.emitted:
+            return None, ready == len(gen)
+        unit = Unit(tuple(gen[self.emitted:ready]), eos=eos)
+        self.emitted = ready
+        return unit, ready == len(gen)
 
     # -- Dream: diffusion_generate -------------------------------------------------------
     def exact_steps(self, gen_length: int) -> int:
@@ -192,10 +194,9 @@ class FullAttnDecoder:
         alg = self._alg()
         alg_temp = self.gen.get("alg_temp")
         timesteps = torch.linspace(1, eps, steps + 1, device=self.device)
-        self.steps_per_block.append(0)
         for i in range(steps):
             mask_index = x == self.mask_id
-            if not bool(mask_index.any()) or self._cancelled():
+            if not bool(mask_index.any()):
                 break
             logits = self._forward(x, 0, first=self.n)  # [gen_length, V]: the prompt has no masks
             mask_logits = logits[mask_index[self.n:]]
@@ -225,14 +226,15 @@ class FullAttnDecoder:
                     proposal = torch.full_like(x, self.mask_id)
                     proposal[mask_index] = x0
                     x[chosen] = proposal[chosen]
-            self.steps_per_block[0] += 1
             yield 0, i + 1, self.n, self.n + min(gen_length, self.cfg.max_new_tokens), \
                 before - int((x == self.mask_id).sum())
 
     # -- LLaDA: generate -----------------------------------------------------------------
     def _llada_choice(self, logits: torch.Tensor):
-        """LLaDA's proposal per row: argmax (with Gumbel noise when sampling) and the softmax
-        probability of it (float64, as the reference)."""
+        """LLaDA's proposal per row: argmax (with Gumbel noise, drawn in float64, when sampling)
+        and the softmax probability of it, in each reference's own dtype: `exact` follows
+        ML-GSAI's generate.py (the logits' dtype: bfloat16 confidences tie and round as there),
+        `prefix` / `dual` Fast-dLLM v1's get_transfer_index (float64)."""
         noisy = logits
         if self.cfg.temperature > 0:
             logits64 = logits.to(torch.float64)
@@ -240,7 +242,7 @@ class FullAttnDecoder:
                                generator=self.generator)
             noisy = logits64.exp() / (-torch.log(noise)) ** self.cfg.temperature
         x0 = torch.argmax(noisy, dim=-1)
-        p = F.softmax(logits.to(torch.float64), dim=-1)
+        p = F.softmax(logits if self.mode == "exact" else logits.to(torch.float64), dim=-1)
         return x0, p.gather(-1, x0[:, None])[:, 0]
 
     def _llada_exact(self, gen_length: int):
@@ -255,19 +257,29 @@ class FullAttnDecoder:
             masked = int((x[lo:hi] == self.mask_id).sum())
             base, extra = divmod(masked, per_block)
             schedule = [base + (1 if i < extra else 0) for i in range(per_block)]
-            self.steps_per_block.append(0)
             for i in range(per_block):
-                if not bool((x[lo:hi] == self.mask_id).any()) or self._cancelled():
+                if not bool((x[lo:hi] == self.mask_id).any()):
                     break
                 mask_index = x == self.mask_id
                 mask_index[hi:] = False
                 first, last = self._rows(lo, hi)
-                proposal, confidence = self._llada_rows(self._forward(x, 0, first=first, last=last), x,
-                                                        mask_index, first, last)
+                proposal, confidence = self._llada_rows(self._guided(x, first, last), x, mask_index,
+                                                        first, last)
                 chosen = torch.topk(confidence, schedule[i]).indices
                 x[chosen] = proposal[chosen]
-                self.steps_per_block[-1] += 1
                 yield b, i + 1, lo, min(hi, n + self.cfg.max_new_tokens), len(chosen)
+
+    def _guided(self, x: torch.Tensor, first: int | None, last: int | None) -> torch.Tensor:
+        """An exact step's logits; with cfg_scale s, classifier-free guidance as LLaDA's
+        generate: the sequence with its prompt masked gives unconditional logits u, and the step
+        reads u + (s + 1)(logits - u)."""
+        logits = self._forward(x, 0, first=first, last=last)
+        if not self.cfg_scale:
+            return logits
+        unconditional = x.clone()
+        unconditional[:self.n] = self.mask_id
+        u = self._forward(unconditional, 0, first=first, last=last)
+        return u + (self.cfg_scale + 1) * (logits - u)
 
     # -- Fast-dLLM v1: prefix / dual cache -----------------------------------------------
     def _fast_dllm(self, gen_length: int):
@@ -276,8 +288,6 @@ class FullAttnDecoder:
         layers = self.lm.model.config.num_hidden_layers
         for b in range(gen_length // B):
             lo, hi = n + b * B, n + (b + 1) * B
-            if self._cancelled():
-                return
             cache = KVSnapshot(layers)
             first, last = self._rows(lo, lo + 1 if self.dream else hi)
             logits = self._forward(x, 0, cache, first=first, last=last)  # whole sequence, keys/values kept
@@ -292,13 +302,10 @@ class FullAttnDecoder:
                 mask_index[hi:] = False
                 proposal, full = self._llada_rows(logits, x, mask_index, first, last)
                 committed = self._commit_ranked(x, proposal, full, int(mask_index.sum()), threshold)
-            self.steps_per_block.append(1)
             yield b, step, lo, min(hi, n + cfg.max_new_tokens), committed
             cache.mode, cache.lo, cache.hi = self.mode, lo, hi
             end = hi if self.mode == "dual" else x.numel()
             while bool((x[lo:hi] == self.mask_id).any()):
-                if self._cancelled():
-                    return
                 view = x[lo:end]
                 logits = self._forward(view, lo, cache, *self._rows(lo, hi))
                 mask_index = view == self.mask_id
@@ -309,7 +316,6 @@ class FullAttnDecoder:
                 rows = logits.shape[0]  # greedy: the block's rows only (nothing after it can commit)
                 committed = self._threshold_commit(view[:rows], logits, mask_index[:rows], B, threshold)
                 step += 1
-                self.steps_per_block[-1] += 1
                 yield b, step, lo, min(hi, n + cfg.max_new_tokens), committed
 
     def _threshold_commit(self, x: torch.Tensor, logits: torch.Tensor, mask_index: torch.Tensor,
@@ -343,6 +349,8 @@ class FullAttnDecoder:
         first..last-1 (None: all): (proposal [L], confidence [L], -inf where not masked)."""
         rows = slice(first, last)
         x0, p = self._llada_choice(logits)
+        if self.remasking == "random":  # a uniform confidence over the whole sequence, drawn after the noise
+            p = torch.rand(x.shape, device=self.device, generator=self.generator)[rows]
         proposal = x.clone()
         proposal[rows] = x0
         full = torch.full(x.shape, float("-inf"), dtype=p.dtype, device=self.device)
@@ -360,22 +368,3 @@ class FullAttnDecoder:
         chosen = order[keep]
         x[chosen] = proposal[chosen]
         return int(keep.sum())
-
-    def _result(self, t0: float) -> GenerationResult:
-        gen = self.x[self.n:self.n + self.cfg.max_new_tokens].tolist()
-        ids = gen[:self.emitted]
-        if self.finish == "cancelled":
-            ids = ids[:self.emitted]
-        text = self.streamer.text_of(ids)
-        if self.cfg.stop:
-            cut = find_stop(text, self.cfg.stop)
-            if cut >= 0:
-                self.finish, text = "stop", text[:cut]
-                while ids and len(self.streamer.text_of(ids[:-1])) >= cut:
-                    ids.pop()
-        total = time.perf_counter() - t0
-        stats = GenerationStats(
-            generated_tokens=len(ids), forwards=self.forwards, blocks=len(self.steps_per_block),
-            steps_per_block=tuple(self.steps_per_block), forward_seconds=self.forward_seconds,
-            total_seconds=total, prompt_tokens=self.n, first_block_seconds=0.0)
-        return GenerationResult(tuple(ids), text, self.finish, stats, tuple(self.prompt))

@@ -36,8 +36,9 @@ from typing import Any, Iterator
 import torch
 
 from .config import GenerationConfig
-from .events import BlockCommitted, DenoiseStep, GenerationResult, GenerationStats
-from .runtime import TextStreamer, find_stop, hidden_token_ids
+from .decode_loop import DecodeLoop, PrefillInfo, Unit
+from .events import DenoiseStep
+from .runtime import ForwardRunner, TextStreamer, hidden_token_ids
 
 # transformers' DiffusionGemmaGenerationConfig defaults, used where generation_config.json is silent
 DEFAULTS = {"max_new_tokens": 256, "max_denoising_steps": 48, "entropy_bound": 0.1, "t_min": 0.4,
@@ -139,9 +140,8 @@ class GemmaDecoder:
         self.budget = cfg.max_new_tokens
         self.device = lm.device
         self.streamer = TextStreamer(lm.tokenizer, hidden_token_ids(lm.tokenizer, self.eos, None))
-        self.forwards = 0
-        self.forward_seconds = 0.0
-        self.prefill_seconds = 0.0
+        self.runner = ForwardRunner(lm.model)  # times the decoder forwards (the network is called here)
+        self.info = PrefillInfo(prefilled=len(self.prompt))
 
     # -- one canvas ----------------------------------------------------------------------------
 
@@ -167,23 +167,25 @@ class GemmaDecoder:
         t = time.perf_counter()
         out = self.model(decoder_input_ids=canvas, self_conditioning_logits=self_cond,
                          decoder_attention_mask=masks, cache=cache, decoder_position_ids=positions)
-        self.forwards += 1
-        self.forward_seconds += time.perf_counter() - t
+        self.runner.done(t, out.logits)
         return out.logits  # [1, L, V] float32, soft-capped
 
     # -- the generation ------------------------------------------------------------------------
 
     def run(self) -> Iterator:
+        loop = DecodeLoop(prompt=self.prompt, cfg=self.cfg, eos=self.eos, streamer=self.streamer,
+                          runner=self.runner, cancel=self.cancel, prefill=self.info)
         with torch.no_grad():
-            yield from self._run()
+            yield from loop.run(self._canvases())
 
-    def _run(self) -> Iterator:
+    def _canvases(self) -> Iterator:
+        """Canvas after canvas: the encoder caches what the decoder has not seen, the canvas is
+        denoised (DenoiseStep events), its argmax is a Unit (cut after its first EOS)."""
         from transformers import DynamicCache  # the network's own cache class
 
-        cfg, L, V = self.cfg, self.L, self.vocab
-        t0 = time.perf_counter()
-        if cfg.seed is not None:
-            torch.manual_seed(cfg.seed)  # the global generator: the reference draws from it
+        L, V = self.L, self.vocab
+        if self.cfg.seed is not None:
+            torch.manual_seed(self.cfg.seed)  # the global generator: the reference draws from it
         dev = self.device
         encoder, decoder = self.model.model.encoder, self.model.model.decoder
         cache = DynamicCache(config=self.config.get_text_config(decoder=True))
@@ -193,13 +195,7 @@ class GemmaDecoder:
         dec_pos = torch.arange(cur, cur + L, dtype=torch.int32, device=dev)[None]  # [1, L]
         seen = torch.ones((1, cur), dtype=torch.bool, device=dev)  # 2-D mask of cached positions
         dec_seen = torch.nn.functional.pad(seen, (0, L), value=True)
-        generated: list[int] = []
-        steps_per_block: list[int] = []
-        finish, first_block = "length", 0.0
         for index in range(math.ceil(self.budget / L)):
-            if self.cancel is not None and self.cancel.is_set():
-                finish = "cancelled"
-                break
             # 1. the encoder caches what the decoder has not seen (the prompt, then the last canvas)
             t = time.perf_counter()
             dummy = torch.empty((1, pending.shape[1], 0), dtype=self.model.dtype, device=dev)
@@ -208,49 +204,32 @@ class GemmaDecoder:
                                                           position_ids=enc_pos)
             encoder(input_ids=pending, attention_mask=enc_masks, cache=cache, position_ids=enc_pos)
             if index == 0:
-                self.prefill_seconds = time.perf_counter() - t
+                self.info.seconds = time.perf_counter() - t
             # 2. the canvas: uniform noise, denoised step N..1
             canvas = torch.randint(low=0, high=V, size=(1, L), device=dev)  # [1, L]
             masks = decoder.create_diffusion_decoder_attention_mask(
                 config=self.config, inputs_embeds=canvas.unsqueeze(-1), cache=cache,
                 decoder_attention_mask=dec_seen)
-            argmax, steps, cancelled = yield from self._denoise(index, canvas, masks, cache, dec_pos)
-            steps_per_block.append(steps)
-            if cancelled:
-                finish = "cancelled"
-                break
+            argmax = yield from self._denoise(index, canvas, masks, cache, dec_pos)
             # 3. the argmax canvas is the output; the next canvas's encoder pass caches it
             new = argmax[0].tolist()
             eos_at = next((i for i, tok in enumerate(new) if tok in self.eos), -1)
-            new = new[:eos_at + 1] if eos_at >= 0 else new
-            generated.extend(new)
-            if not first_block:
-                first_block = time.perf_counter() - t0
-            yield BlockCommitted(index, tuple(new), self.streamer.delta(generated))
-            if eos_at >= 0:
-                finish = "eos"
-                break
-            if cfg.stop and find_stop(self.streamer.text_of(generated), cfg.stop) >= 0:
-                finish = "stop"
-                break
+            yield Unit(tuple(new[:eos_at + 1] if eos_at >= 0 else new), eos=eos_at >= 0)
             pending = argmax
             cur += L
             seen = torch.nn.functional.pad(seen, (0, L), value=True)
             dec_seen = torch.nn.functional.pad(dec_seen, (0, L), value=True)
             enc_pos, dec_pos = dec_pos, torch.arange(cur, cur + L, dtype=torch.int32, device=dev)[None]
-        yield self._result(generated, finish, steps_per_block, t0, first_block)
 
     def _denoise(self, index: int, canvas, masks, cache, dec_pos):
-        """One canvas's denoise steps, N..1 (yields a DenoiseStep each); returns (the argmax
-        canvas, the steps taken, whether a cancel stopped it). Each step samples every position,
-        keeps the accepted ones and redraws the rest as noise, in the reference's draw order."""
+        """One canvas's denoise steps, N..1 (yields a DenoiseStep each); returns the argmax
+        canvas. Each step samples every position, keeps the accepted ones and redraws the rest
+        as noise, in the reference's draw order."""
         s, L, V, dev = self.settings, self.L, self.vocab, self.device
         embed_dtype = self.model.model.decoder.embed_tokens.weight.dtype
         argmax, self_cond, history = canvas, None, None
         steps = 0
         for step in range(s.max_denoising_steps, 0, -1):
-            if self.cancel is not None and self.cancel.is_set():
-                return argmax, steps, True
             logits = self._decoder(canvas, self_cond, masks, cache, dec_pos)  # [1, L, V]
             temp = self._temperature(step)
             if temp is not None:
@@ -277,22 +256,4 @@ class GemmaDecoder:
                               int(accepted.sum()))
             if done:
                 break
-        return argmax, steps, False
-
-    def _result(self, generated: list[int], finish: str, steps_per_block: list[int], t0: float,
-                first_block: float) -> GenerationResult:
-        ids = list(generated)
-        text = self.streamer.text_of(ids)
-        if self.cfg.stop:
-            cut = find_stop(text, self.cfg.stop)
-            if cut >= 0:
-                finish, text = "stop", text[:cut]
-                while ids and len(self.streamer.text_of(ids[:-1])) >= cut:
-                    ids.pop()
-        stats = GenerationStats(
-            generated_tokens=len(ids), forwards=self.forwards, blocks=len(steps_per_block),
-            steps_per_block=tuple(steps_per_block), forward_seconds=self.forward_seconds,
-            total_seconds=time.perf_counter() - t0, prompt_tokens=len(self.prompt),
-            prefill_seconds=self.prefill_seconds, prefilled_tokens=len(self.prompt),
-            first_block_seconds=first_block)
-        return GenerationResult(tuple(ids), text, finish, stats, tuple(self.prompt))
+        return argmax

@@ -1,4 +1,4 @@
-"""Pieces both decoders share: masks, the timed forward, the cache, the text streamer."""
+"""Pieces the decoders share: masks, the timed forward, the cache, the text streamer."""
 from __future__ import annotations
 
 import copy
@@ -235,6 +235,12 @@ class ForwardRunner:
         logits = out.logits[0]  # [K, V]
         if logits.dtype != torch.float64:
             logits = logits.float()
+        self.done(start, logits, count)
+        return logits
+
+    def done(self, start: float, logits: torch.Tensor, count: bool = True) -> None:
+        """Book a forward that began at perf_counter() `start` and gave `logits` (a decoder that
+        calls its network itself, with other arguments, times it here too)."""
         if logits.is_cuda:
             torch.cuda.synchronize(logits.device)
         if count:
@@ -242,7 +248,6 @@ class ForwardRunner:
             self.seconds += time.perf_counter() - start
         else:
             self.uncounted_seconds += time.perf_counter() - start
-        return logits
 
 
 class TextStreamer:

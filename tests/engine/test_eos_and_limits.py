@@ -212,3 +212,44 @@ def test_prefill_time_is_reported_apart_from_decoding(scripted):
     assert result.stats.total_seconds - result.stats.prefill_seconds < 0.05
     short = Engine(lm).generate([s.a] * 5, GenerationConfig(max_new_tokens=3))
     assert short.stats.prefill_seconds == 0.0
+
+
+def _ar(s, rows):
+    """The scripted model as an autoregressive checkpoint (one token per forward)."""
+    lm = s.make(rows)
+    return LoadedModel("scripted-ar", lm.model, lm.tokenizer, Family("ar", False, "qwen3"),
+                       eos_token_ids=lm.eos_token_ids)
+
+
+@pytest.mark.parametrize("kind", ["ar", "block"])
+def test_a_stop_string_cuts_the_ids_with_the_text(scripted, kind):
+    """After a stop string, the ids are cut where the text is (the AR decoder once kept them)."""
+    s = scripted
+    b = s.tok.convert_tokens_to_ids("b")
+    rows = {p: _row(s.vocab, s.a if p % 4 else b, 0.99) for p in range(64)}
+    lm = _ar(s, rows) if kind == "ar" else s.make(rows)
+    result = Engine(lm).generate([s.a] * 3, GenerationConfig(max_new_tokens=40, stop=("ba",)))
+    assert result.finish_reason == "stop"
+    assert s.tok.decode(list(result.token_ids)) == result.text == ("aa" if kind == "ar" else "a")
+    assert list(result.token_ids) == [s.a] * len(result.text)
+
+
+def _period_three(s) -> dict[int, torch.Tensor]:
+    """Rows that make the model say "abc" over and over: a period of 3, so no two blocks of 8
+    are alike and only an n-gram check across block edges sees the loop."""
+    abc = [s.tok.convert_tokens_to_ids(t) for t in "abc"]
+    return {p: _row(s.vocab, abc[p % 3], 0.99) for p in range(400)}
+
+
+@pytest.mark.parametrize("kind", ["ar", "block"])
+def test_repetition_control_stops_a_repeated_ngram_across_block_edges(scripted, kind):
+    s = scripted
+    rows = _period_three(s)
+    make = (lambda: _ar(s, rows)) if kind == "ar" else (lambda: s.make(rows))
+    plain = Engine(make()).generate([s.a] * 8, GenerationConfig(max_new_tokens=128))
+    assert plain.finish_reason == "length" and len(plain.token_ids) == 128
+    ctl = Engine(make()).generate([s.a] * 8, GenerationConfig(max_new_tokens=128, repetition_penalty=1.3))
+    assert ctl.finish_reason == "repetition"
+    # REPEAT_SPAN (48) ids equal to the 3 before them: 51 tokens; blocks of 8 end at the 56th
+    assert len(ctl.token_ids) == (51 if kind == "ar" else 56)
+    assert ctl.token_ids == plain.token_ids[:len(ctl.token_ids)]

@@ -164,11 +164,16 @@ def _gumbel(logits, temperature):
     return logits.exp() / (-torch.log(noise)) ** temperature
 
 
-def _transfer(logits, temperature, mask_index, x, k, threshold):
-    """LLaDA's (and Fast-dLLM v1's) get_transfer_index, low_confidence remasking."""
+def _transfer(logits, temperature, mask_index, x, k, threshold, random=False):
+    """LLaDA's generate (k given) and Fast-dLLM v1's get_transfer_index (threshold given),
+    low_confidence remasking; the confidence's softmax in the logits' dtype as ML-GSAI's
+    generate.py, in float64 as Fast-dLLM v1's."""
     x0 = torch.argmax(_gumbel(logits, temperature), dim=-1)
-    p = F.softmax(logits.to(torch.float64), dim=-1)
-    x0_p = torch.gather(p, -1, x0.unsqueeze(-1)).squeeze(-1)
+    if random:  # remasking='random': a uniform confidence per position
+        x0_p = torch.rand(x0.shape)
+    else:
+        p = F.softmax(logits if threshold is None else logits.to(torch.float64), dim=-1)
+        x0_p = torch.gather(p, -1, x0.unsqueeze(-1)).squeeze(-1)
     x0 = torch.where(mask_index, x0, x)
     conf = torch.where(mask_index, x0_p, -torch.inf)
     if threshold is not None:
@@ -188,10 +193,19 @@ def _schedule(count, steps):
     return [base + (1 if i < extra else 0) for i in range(steps)]
 
 
+def _guided(model, x, prompt_index, mask_id, cfg_scale):
+    """LLaDA's classifier-free guidance: the batch of x and x with its prompt masked."""
+    un_x = x.clone()
+    un_x[prompt_index] = mask_id
+    logits, un_logits = torch.chunk(_run(model, torch.cat([x, un_x], dim=0)), 2, dim=0)
+    return un_logits + (cfg_scale + 1) * (logits - un_logits)
+
+
 def llada_generate(model, prompt, *, mask_id, gen_length, block_length, steps, temperature=0.0,
-                   stops=(), limit=None):
+                   stops=(), limit=None, remasking="low_confidence", cfg_scale=0.0):
     n = len(prompt)
     x = torch.tensor([list(prompt) + [mask_id] * gen_length])
+    prompt_index = x != mask_id
     blocks = gen_length // block_length
     steps //= blocks
     for b in range(blocks):
@@ -200,7 +214,9 @@ def llada_generate(model, prompt, *, mask_id, gen_length, block_length, steps, t
         for i in range(steps):
             mask_index = x == mask_id
             mask_index[:, e:] = False
-            x0, transfer = _transfer(_run(model, x), temperature, mask_index, x, sched[i], None)
+            logits = _guided(model, x, prompt_index, mask_id, cfg_scale) if cfg_scale > 0 else _run(model, x)
+            x0, transfer = _transfer(logits, temperature, mask_index, x, sched[i], None,
+                                     random=remasking == "random")
             x[transfer] = x0[transfer]
     return _cut(x[0, n:].tolist(), stops, limit or gen_length)
 

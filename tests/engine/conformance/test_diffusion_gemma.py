@@ -91,13 +91,52 @@ def test_ids_equal_transformers_generate(gemma, p, seed, budget):
     assert list(got.token_ids) == reference(lm.model, PROMPTS[p], seed, max_new_tokens=budget)
 
 
-def test_early_eos_ends_inside_a_later_canvas_as_the_reference(gemma):
-    """Seed 7 on prompt 0 commits an EOS inside its third canvas, of four allowed: both stop there."""
+@pytest.mark.parametrize("p,seed,budget", [(1, 1, 3 * CANVAS), (2, 2, 2 * CANVAS)])
+def test_ids_equal_transformers_generate_in_bfloat16(gemma, p, seed, budget):
+    """bfloat16, the dtype a GPU load picks: the sampler's arithmetic follows the reference's
+    dtypes (float32 softmax, self-conditioning in the embeddings' dtype), so ids still agree."""
+    lm = load_model(str(gemma[0]), dtype="bfloat16")
+    assert lm.model.dtype == torch.bfloat16
+    got = ours(lm, PROMPTS[p], seed, budget)
+    assert list(got.token_ids) == reference(lm.model, PROMPTS[p], seed, max_new_tokens=budget)
+
+
+class _EosAt:
+    """Wraps the network's forward (ours and the reference's both call it) so that its logits
+    say EOS at one position of one canvas and never anywhere else: the early EOS holds by
+    construction, whatever the random stream does."""
+
+    def __init__(self, model, canvas_start: int, offset: int):
+        self.model, self.forward = model, model.forward
+        self.canvas_start, self.offset = canvas_start, offset
+
+    def __enter__(self):
+        def forward(*args, **kwargs):
+            out = self.forward(*args, **kwargs)
+            logits = out.logits.clone()
+            logits[..., list(STOPS)] = -1e4
+            if int(kwargs["decoder_position_ids"][0, 0]) == self.canvas_start:
+                logits[0, self.offset, EOS] = 1e4
+            out.logits = logits
+            return out
+
+        self.model.forward = forward  # an instance attribute: nn.Module.__call__ and generate's
+        return self                   # `self.forward` both find it
+
+    def __exit__(self, *exc):
+        del self.model.forward
+
+
+@pytest.mark.parametrize("seed", [7, 3])
+def test_early_eos_ends_inside_a_later_canvas_as_the_reference(gemma, seed):
+    """EOS only at position 5 of the third canvas (of four allowed): both stop there."""
     lm = gemma[1]
-    got = ours(lm, PROMPTS[0], 7, 4 * CANVAS)
-    assert got.finish_reason == "eos" and 2 * CANVAS < len(got.token_ids) < 3 * CANVAS
-    assert got.token_ids[-1] in STOPS and got.stats.blocks == 3
-    assert list(got.token_ids) == reference(lm.model, PROMPTS[0], 7, max_new_tokens=4 * CANVAS)
+    with _EosAt(lm.model, len(PROMPTS[0]) + 2 * CANVAS, 5):
+        got = ours(lm, PROMPTS[0], seed, 4 * CANVAS)
+        want = reference(lm.model, PROMPTS[0], seed, max_new_tokens=4 * CANVAS)
+    assert list(got.token_ids) == want
+    assert got.finish_reason == "eos" and len(got.token_ids) == 2 * CANVAS + 6
+    assert got.token_ids[-1] == EOS and got.stats.blocks == 3
 
 
 @pytest.mark.parametrize("seed,bound", [(0, 4.0), (1, 5.0)])

@@ -14,6 +14,7 @@ from clover_cli.engine.config import GenerationConfig
 from clover_cli.engine.engine import Engine
 from clover_cli.engine.events import BlockCommitted, DenoiseStep, GenerationResult
 from clover_cli.engine.families import FamilyError, detect_family
+from clover_cli.engine.fullattn_decode import FullAttnDecoder
 from clover_cli.engine.loader import load_model
 from realcfg import ACTIVE, CONFIGS, build, released
 from references_fullattn import dream_fast_dllm, dream_generate, llada_fast_dllm, llada_generate
@@ -44,6 +45,13 @@ def llada(tmp_path_factory):
     path = build(released("llada_8b_instruct.json"), tmp_path_factory.mktemp("llada") / "m",
                  hf_type="llada", stop_ids=LLADA_STOPS, eos_boost=1.6)
     return path, load_model(str(path), dtype="float64")
+
+
+@pytest.fixture(scope="module")
+def bf16(dream, llada):
+    """The same checkpoints loaded in bfloat16 (the dtype a GPU load picks)."""
+    return {"dream": load_model(str(dream[0]), dtype="bfloat16"),
+            "llada": load_model(str(llada[0]), dtype="bfloat16")}
 
 
 def _run(lm, prompt, **cfg):
@@ -91,8 +99,6 @@ def test_dream_exact_default_is_the_checkpoints_generation_config(dream, seed):
     """generation_config.json (the released file) says alg origin (random transfers), eps 1e-3
     and 512 steps: a seeded run equals the reference seeded the same way (at 24 steps, to keep
     the test short; the 512 default is checked on the decoder)."""
-    from clover_cli.engine.fullattn_decode import FullAttnDecoder
-
     lm = dream[1]
     prompt = _prompt(7, seed)
     assert FullAttnDecoder(lm, prompt, GenerationConfig(diffusion_mode="exact")).exact_steps(16) == 512
@@ -171,6 +177,84 @@ def test_llada_sampled_matches_seeded_reference(llada, mode):
         ref = llada_fast_dllm(lm.model, prompt, mask_id=LLADA_MASK, gen_length=32, block_length=32,
                               threshold=0.9, dual=mode == "dual", temperature=0.8, stops=lm.eos_token_ids)
     assert list(ours.token_ids) == ref
+
+
+@pytest.mark.parametrize("n,seed", [(11, 2), (20, 1)])
+def test_llada_exact_in_bfloat16_takes_the_confidence_in_the_logits_dtype(bf16, n, seed):
+    """ML-GSAI's generate.py takes the softmax in the logits' dtype: in bfloat16 confidences
+    round and tie, and the order of commits follows them. Prompt (11, 2) differs from a float64
+    softmax on this checkpoint (checked below), so a float64 confidence fails it."""
+    lm = bf16["llada"]
+    prompt = _prompt(n, seed)
+    ours = _run(lm, prompt, max_new_tokens=32, diffusion_mode="exact", diffusion_steps=32)
+    ref = llada_generate(lm.model, prompt, mask_id=LLADA_MASK, gen_length=32, block_length=32, steps=32,
+                         stops=lm.eos_token_ids, limit=32)
+    assert list(ours.token_ids) == ref
+    if (n, seed) == (11, 2):
+        as64 = llada_generate(_Float64Logits(lm.model), prompt, mask_id=LLADA_MASK, gen_length=32,
+                              block_length=32, steps=32, stops=lm.eos_token_ids, limit=32)
+        assert as64 != ref
+
+
+class _Float64Logits(torch.nn.Module):
+    """The model with its logits cast to float64 (the confidence a float64 softmax gives)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, *args, **kwargs):
+        out = self.model(*args, **kwargs)
+        out.logits = out.logits.to(torch.float64)
+        return out
+
+
+@pytest.mark.parametrize("family,mode", [("llada", "dual"), ("llada", "prefix"), ("dream", "exact"),
+                                         ("dream", "dual")])
+def test_bfloat16_matches_the_references(bf16, family, mode):
+    """Fast-dLLM v1 takes LLaDA's confidence in float64, Dream's references in the logits' dtype."""
+    lm = bf16[family]
+    prompt = _prompt(9, 3)
+    exact = dict(diffusion_alg="entropy", diffusion_steps=32) if mode == "exact" else {}
+    ours = _run(lm, prompt, max_new_tokens=32, diffusion_mode=mode, threshold=0.9, **exact)
+    if family == "llada":
+        ref = llada_fast_dllm(lm.model, prompt, mask_id=LLADA_MASK, gen_length=32, block_length=32,
+                              threshold=0.9, dual=mode == "dual", stops=lm.eos_token_ids, limit=32)
+    elif mode == "exact":
+        ref = dream_generate(lm.model, prompt, mask_id=DREAM_MASK, max_new_tokens=32, steps=32,
+                             alg="entropy", stops=lm.eos_token_ids)
+    else:
+        ref = dream_fast_dllm(lm.model, prompt, mask_id=DREAM_MASK, gen_length=32, block_length=32,
+                              threshold=0.9, dual=True, stops=lm.eos_token_ids, limit=32)
+    assert list(ours.token_ids) == ref
+
+
+@pytest.mark.parametrize("remasking,cfg_scale,temperature", [
+    ("random", 0.0, 0.0), ("low_confidence", 1.5, 0.0), ("random", 0.5, 0.8)])
+def test_llada_exact_remasking_and_guidance_match_its_generate(llada, remasking, cfg_scale, temperature):
+    """LLaDA generate's remasking='random' (a seeded uniform confidence, drawn after the Gumbel
+    noise) and cfg_scale (classifier-free guidance against the prompt masked), on FullAttnDecoder."""
+    lm = llada[1]
+    prompt = _prompt(10, 5)
+    cfg = GenerationConfig(max_new_tokens=32, diffusion_mode="exact", diffusion_steps=16,
+                           temperature=temperature, seed=9)
+    dec = FullAttnDecoder(lm, prompt, cfg, remasking=remasking, cfg_scale=cfg_scale)
+    ours = list(dec.run())[-1]
+    torch.manual_seed(9)
+    ref = llada_generate(lm.model, prompt, mask_id=LLADA_MASK, gen_length=32, block_length=32, steps=16,
+                         temperature=temperature, stops=lm.eos_token_ids, remasking=remasking,
+                         cfg_scale=cfg_scale)
+    assert list(ours.token_ids) == ref
+    plain = list(FullAttnDecoder(lm, prompt, cfg).run())[-1]
+    assert plain.token_ids != ours.token_ids  # the option changed the decode
+
+
+def test_llada_options_are_refused_elsewhere(dream, llada):
+    for lm, mode in [(llada[1], "dual"), (dream[1], "exact")]:
+        with pytest.raises(ValueError, match="exact decode's options"):
+            FullAttnDecoder(lm, [1, 2], GenerationConfig(diffusion_mode=mode), cfg_scale=1.0)
+    with pytest.raises(ValueError, match="remasking must be"):
+        FullAttnDecoder(llada[1], [1, 2], GenerationConfig(diffusion_mode="exact"), remasking="top")
 
 
 def test_the_cases_are_not_vacuous(dream, llada):
