@@ -36,7 +36,7 @@ LLADA21_NAME = re.compile(r"llada[-_]?2[._]1(?![0-9])", re.IGNORECASE)
 
 def is_llada21(lm) -> bool:
     """True for a llada2_moe checkpoint whose name or directory names a LLaDA2.1 release."""
-    if lm.family.name != "llada2":
+    if lm.family.row.editor is None:  # a family with no editing decode (engine/families.py)
         return False
     return any(LLADA21_NAME.search(str(s)) for s in (lm.name, lm.path) if s)
 
@@ -48,7 +48,7 @@ def editing_wanted(lm, cfg) -> bool:
     on = is_llada21(lm) if cfg.editing is None else cfg.editing
     if not on:
         return False
-    if lm.family.name != "llada2":
+    if lm.family.row.editor is None:
         raise ValueError(f"token editing is LLaDA2.1's decode; this is a {lm.family.name} checkpoint")
     if cfg.temperature > 0:
         raise ValueError("token editing (LLaDA2.1) decodes greedily here; use temperature 0 or --no-edit")

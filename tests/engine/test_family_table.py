@@ -20,7 +20,6 @@ TABLE = "engine/families.py"
 OWN_WORDS = ("clover_cli/training/",)
 # decoder files another change rewrites (issue 50, point 3); each pair must still occur, so the
 # entry goes when its comparison does
-DECODERS = {("engine/fullattn_decode.py", "dream"), ("engine/edit_decode.py", "llada2")}
 
 
 def _strings(node: ast.AST) -> list[str]:
@@ -69,10 +68,7 @@ def family_name_uses(root: Path) -> dict[tuple[str, str], list[int]]:
 
 def test_no_family_name_is_compared_outside_the_table():
     uses = family_name_uses(REPO)
-    outside = {k: v for k, v in uses.items() if k not in DECODERS}
-    assert not outside, f"compare a family through engine/families.py's table, not its name: {outside}"
-    gone = DECODERS - set(uses)
-    assert not gone, f"no longer compared there: drop from DECODERS: {gone}"
+    assert not uses, f"compare a family through engine/families.py's table, not its name: {uses}"
 
 
 def test_the_walk_finds_each_kind_of_comparison():
