@@ -2,7 +2,7 @@
 import json
 
 from clover_cli.agent.backends import Completion, make_backend
-from clover_cli.agent.backends.base import ThinkSplitter
+from clover_cli.agent.markup import MarkupSplitter
 from clover_cli.agent.render import flatten, render_fallback
 
 TOOLS = [{"type": "function", "function": {"name": "read_file", "description": "Read.", "parameters": {}}}]
@@ -31,7 +31,7 @@ def test_flatten_for_templates_without_tools():
 
 
 def test_think_splitter_across_chunks():
-    s = ThinkSplitter()
+    s = MarkupSplitter()
     out = s.feed("a<th") + s.feed("ink>b</") + s.feed("think>c") + s.flush()
     assert out == [("a", "answer"), ("b", "thinking"), ("c", "answer")]
 

@@ -9,7 +9,6 @@ from typing import Any, Iterator, Union
 
 from clover_cli.agent.events import BlockText, DenoiseProgress
 # the backends split their streams by the one markup rule under these names
-from clover_cli.agent.markup import MarkupSplitter as ThinkSplitter, block_texts  # noqa: F401
 from clover_cli.engine.config import DEFAULT_THRESHOLD, check_threshold
 
 

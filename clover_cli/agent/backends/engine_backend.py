@@ -14,7 +14,8 @@ from __future__ import annotations
 import threading
 from typing import Any, Iterator
 
-from clover_cli.agent.backends.base import BackendError, Completion, ModelBackend, StreamItem, ThinkSplitter, block_texts
+from clover_cli.agent.backends.base import BackendError, Completion, ModelBackend, StreamItem
+from clover_cli.agent.markup import MarkupSplitter, block_texts
 from clover_cli.agent.backends.kept_ids import KeptIds, completion_ids
 from clover_cli.agent.events import DenoiseProgress
 from clover_cli.agent.encode import encode_conversation
@@ -128,7 +129,7 @@ class EngineBackend(ModelBackend):
                                diffusion_mode=self.diffusion_mode)
         # the template may open the thinking section in the prompt itself
         tail = prompt.rstrip()
-        splitter = ThinkSplitter(inside=tail.endswith("<think>"))
+        splitter = MarkupSplitter(inside=tail.endswith("<think>"))
         result = None
         last_block = 0
         try:

@@ -26,7 +26,8 @@ from __future__ import annotations
 import json
 from typing import Any, Iterator
 
-from clover_cli.agent.backends.base import BackendError, Completion, StreamItem, ThinkSplitter, block_texts
+from clover_cli.agent.backends.base import BackendError, Completion, StreamItem
+from clover_cli.agent.markup import MarkupSplitter, block_texts
 from clover_cli.agent.backends.openai_errors import one_line as _one_line
 from clover_cli.agent.backends.openai_errors import stream_error_payload as _error_payload
 from clover_cli.agent.backends.openai_limits import JSON_BYTES, AnswerTooLarge, bounded_lines
@@ -90,7 +91,7 @@ class AnswerReader:
         reasoning, text, finish, calls, usage = parse_json_completion(body, self.endpoint)
         if reasoning:
             yield BlockText(reasoning, 0, thinking=True)
-        yield from block_texts(ThinkSplitter(), text, 0, final=True)
+        yield from block_texts(MarkupSplitter(), text, 0, final=True)
         yield self._completion(text, finish, calls, [], completion_stats(start, text, 1, usage))
 
     def _sse(self, lines: LineReader, start: float, stopped) -> Iterator[StreamItem]:

@@ -14,7 +14,8 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Iterator
 
-from clover_cli.agent.backends.base import BackendError, BlockText, NativeToolCall, ThinkSplitter, block_texts
+from clover_cli.agent.backends.base import BackendError, BlockText, NativeToolCall
+from clover_cli.agent.markup import MarkupSplitter, block_texts
 
 EOF_ITEM = object()
 STOPPED = object()
@@ -124,7 +125,7 @@ class Assembler:
     """Chat-completion chunks -> BlockText items and, at the end, the text, calls and usage."""
 
     def __init__(self) -> None:
-        self.splitter = ThinkSplitter()
+        self.splitter = MarkupSplitter()
         self._parts: list[str] = []  # the text so far, joined when asked (`+=` on an attribute copies)
         self.chunks = 0
         self.finish = ""

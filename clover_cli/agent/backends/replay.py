@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from clover_cli.agent.backends.base import BackendError, Completion, ModelBackend, StreamItem, ThinkSplitter, block_texts
+from clover_cli.agent.backends.base import BackendError, Completion, ModelBackend, StreamItem
+from clover_cli.agent.markup import MarkupSplitter, block_texts
 from clover_cli.engine.config import DEFAULT_THRESHOLD
 from clover_cli.tools.textio import FileTooLargeError, NotRegularFileError, read_regular
 
@@ -65,7 +66,7 @@ class ReplayBackend(ModelBackend):
             self.prompts.append([dict(m) for m in messages])
         text = self.completions[index] if index < len(self.completions) else ""
         start = time.perf_counter()
-        splitter = ThinkSplitter()
+        splitter = MarkupSplitter()
         sent = ""
         for block, k in enumerate(range(0, len(text), self.chunk_chars)):
             if cancel is not None and cancel.is_set():
