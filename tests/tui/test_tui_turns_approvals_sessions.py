@@ -14,7 +14,7 @@ from clover_cli.tui.widgets.tool_panel import ToolPanel
 from .conftest import make_app, submit, wait_for, wait_idle, wait_ready, write_replay
 from .screen_text import screen_text
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(180)  # a hang guard above the 60 s waits
 
 
 def call(name: str, **arguments) -> str:
