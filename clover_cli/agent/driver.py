@@ -96,13 +96,14 @@ class TurnDriver:
     def run(self, text: str) -> TurnFinished:
         """Start the turn and wait for its end in this thread. On Ctrl+C (KeyboardInterrupt) the
         turn is cancelled, gets up to `grace` seconds to end, and the KeyboardInterrupt is
-        re-raised."""
-        self.start(text)
+        re-raised. A Ctrl+C that lands inside `start` (the worker may already run) cancels too."""
         try:
+            self.start(text)
             return self.wait()
         except KeyboardInterrupt:
             self.cancel()
-            self.wait(self.grace + 0.5)
+            if self._started:  # else nothing runs and nothing will end: no wait
+                self.wait(self.grace + 0.5)
             raise
 
     # -- the worker -----------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from clover_cli.commands.options import placement_options
+from clover_cli.commands.options import model_option, placement_options
 from clover_cli.engine.config import DEFAULT_THRESHOLD, check_threshold
 
 
@@ -25,7 +25,7 @@ def _thresholds(ctx, param, value: str) -> list[float]:
 
 
 @click.command("bench")
-@click.option("--model", "model_spec", default="tiny", show_default=True)
+@model_option()
 @click.option("--prompts", "prompts_file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="JSON {\"code\": [...], \"agent\": [...]} (default: the built-in held-out set).")
 @click.option("--thresholds", default=f"{DEFAULT_THRESHOLD},0.9,0.8,0.7", show_default=True, callback=_thresholds)
@@ -43,9 +43,12 @@ def _thresholds(ctx, param, value: str) -> list[float]:
               help="--session: tokens decoded at each step.")
 @click.option("--check", is_flag=True, help="--session: exit 1 when a target fails.")
 @placement_options()
-def bench(model_spec, prompts_file, thresholds, max_new_tokens, offline, as_json, plot_path,
+def bench(prompts_file, thresholds, max_new_tokens, offline, as_json, plot_path,
           session_file, steps, decode_tokens, check) -> None:
     """Measure TPF, speed and quality: AR mode vs block diffusion, interleaved per prompt."""
+    from clover_cli.commands.generate_cmd import model_choice
+
+    model_spec = model_choice()
     if session_file is not None:
         _session(model_spec, session_file or None, steps, decode_tokens, check, offline, as_json)
         return

@@ -6,7 +6,8 @@ import sys
 
 import click
 
-from clover_cli.commands.options import command_line, diffusion_mode_option, placement_of, placement_options
+from clover_cli.commands.options import (command_line, diffusion_mode_option, model_option, placement_of,
+                                         placement_options)
 from clover_cli.engine.config import DEFAULT_THRESHOLD
 
 
@@ -34,6 +35,19 @@ def parse_spec_or_exit(spec):
     try:
         return parse_spec(spec)
     except SpecError as exc:
+        click.echo(f"clover: error: {exc}", err=True)
+        sys.exit(2)
+
+
+def model_choice() -> str:
+    """This command's model spec: --model (given to `clover` or to the subcommand), else `model` in
+    the user's config, else tiny; or exit 2 with one line for a bad config file."""
+    from clover_cli.config import ConfigError, load_settings
+
+    try:
+        return load_settings(None, {"model": command_line(click.get_current_context()).model},
+                             needed=("model",)).config.model
+    except ConfigError as exc:
         click.echo(f"clover: error: {exc}", err=True)
         sys.exit(2)
 
@@ -71,7 +85,7 @@ def load_or_exit(spec, **kwargs):
 
 
 @click.command("generate")
-@click.option("--model", "model_spec", default="tiny", show_default=True, help="Model spec.")
+@model_option()
 @click.option("--prompt", default=None, help="Prompt text.")
 @click.option("--prompt-file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Read the prompt from a file.")
@@ -113,7 +127,7 @@ def load_or_exit(spec, **kwargs):
 @click.option("--offline", is_flag=True, help="Never download an hf: model (as HF_HUB_OFFLINE=1).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of streaming text.")
 @click.pass_context
-def generate(ctx, model_spec, prompt, prompt_file, raw, max_new_tokens, block_size, threshold, temperature,
+def generate(ctx, prompt, prompt_file, raw, max_new_tokens, block_size, threshold, temperature,
              top_p, seed, stop, repetition_penalty, progressive_ending, token_healing, sub_block,
              eos_confine, editing, editing_threshold, max_post_steps, diffusion_steps, offline,
              as_json) -> None:
@@ -131,7 +145,7 @@ def generate(ctx, model_spec, prompt, prompt_file, raw, max_new_tokens, block_si
 
     from .sampler_options import budget, check_family_options
 
-    lm = load_or_exit(parse_spec_or_exit(model_spec), block_size=block_size, offline=offline)
+    lm = load_or_exit(parse_spec_or_exit(model_choice()), block_size=block_size, offline=offline)
     check_family_options(ctx, lm)  # what the family does not take (sampler_options.py)
     max_new_tokens = budget(max_new_tokens, lm)
     if (lm.family.default_threshold is not None

@@ -71,8 +71,9 @@ def make_app(repo: Path, completions: list[str], approval: str = "ask", **backen
                                     backend_options=backend_options))
 
 
-async def wait_for(pilot, condition, timeout: float = 20.0, what: str = "condition") -> None:
-    """Let the app run until `condition()` is true (fails the test after `timeout` seconds)."""
+async def wait_for(pilot, condition, timeout: float = 60.0, what: str = "condition") -> None:
+    """Let the app run until `condition()` is true (fails the test after `timeout` seconds: a hang
+    guard no loaded machine reaches, never a bound on how fast something is)."""
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:

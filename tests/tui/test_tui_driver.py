@@ -4,7 +4,6 @@ it, and /sessions ID reopens a session on the model already loaded."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -14,7 +13,7 @@ from clover_cli.tui.widgets.messages import AssistantMessage, NoticeLine
 from .conftest import make_app, submit, wait_for, wait_idle, wait_ready
 from .screen_text import screen_text
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(180)  # a hang guard above the 60 s waits
 
 
 def notices(app) -> list[str]:
@@ -22,7 +21,8 @@ def notices(app) -> list[str]:
 
 
 async def test_a_turn_runs_on_the_turn_driver_and_esc_cancels_through_it(repo):
-    app = make_app(repo, ["word " * 300, "Second answer."], chunk_chars=4, delay=0.02)
+    # 0.5 s a chunk: the 300 words would stream for 3 minutes, so only the cancel can end the turn
+    app = make_app(repo, ["word " * 300, "Second answer."], chunk_chars=4, delay=0.5)
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_ready(pilot)
         await submit(pilot, "talk")
@@ -31,13 +31,12 @@ async def test_a_turn_runs_on_the_turn_driver_and_esc_cancels_through_it(repo):
         driver = app.chat.driver
         assert isinstance(driver, TurnDriver) and driver.running
         assert "clover-turn" in [t.name for t in threading.enumerate()]
-        start = time.perf_counter()
         await pilot.press("escape")
-        await wait_for(pilot, lambda: not app.chat.busy, what="the turn to stop", timeout=5)
+        await wait_for(pilot, lambda: not app.chat.busy, what="the turn to stop")  # a hang guard
+        # how fast Esc stops a turn is measured by tests/tui/measure_esc_latency.py, not by a test
         assert driver.cancelled and not driver.running and driver.finished.reason == "cancelled"
-        # promptly; how fast is measured by tests/tui/measure_esc_latency.py, not by a test
-        assert app.chat.stopped_at - app.chat.interrupted_at < 1.0
-        assert time.perf_counter() - start < 2.0
+        (message,) = app.chat.transcript.query(AssistantMessage)
+        assert 0 < len(message.text) < len("word " * 300)  # cut short, not streamed to the end
         await submit(pilot, "again")
         await wait_idle(pilot)
         assert app.chat.driver is not driver and app.chat.driver.finished.reason == "done"
@@ -45,7 +44,8 @@ async def test_a_turn_runs_on_the_turn_driver_and_esc_cancels_through_it(repo):
 
 
 async def test_esc_during_compact_keeps_the_conversation(repo):
-    app = make_app(repo, ["first answer", "A long summary. " * 60], chunk_chars=4, delay=0.02)
+    # 0.5 s a chunk: the summary would stream for 2 minutes, so only the cancel can end it
+    app = make_app(repo, ["first answer", "A long summary. " * 60], chunk_chars=4, delay=0.5)
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_ready(pilot)
         await submit(pilot, "a question")
@@ -55,7 +55,7 @@ async def test_esc_during_compact_keeps_the_conversation(repo):
         await wait_for(pilot, lambda: "Compacting the conversation ..." in notices(app), what="compaction")
         assert app.chat.busy == "compacting" and app.chat.driver.running
         await pilot.press("escape")
-        await wait_for(pilot, lambda: not app.chat.busy, what="the compaction to stop", timeout=5)
+        await wait_for(pilot, lambda: not app.chat.busy, what="the compaction to stop")  # a hang guard
         assert notices(app)[-1] == "Compaction cancelled; the conversation is unchanged."
         assert app.chat.agent.messages == before
 

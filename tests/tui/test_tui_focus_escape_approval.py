@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 
 import pytest
 from textual.widgets._collapsible import CollapsibleTitle
@@ -15,7 +14,7 @@ from clover_cli.tui.widgets.tool_panel import LIVE_LINES, ToolPanel
 from .conftest import make_app, submit, type_text, wait_for, wait_idle, wait_ready
 from .screen_text import screen_text
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(180)  # a hang guard above the 60 s waits
 
 
 def call(name: str, **arguments) -> str:
@@ -26,19 +25,16 @@ def notices(app) -> list[str]:
     return [n.message for n in app.chat.transcript.query(NoticeLine)]
 
 
-STOP_BOUND = 5.0  # seconds: generous, so a busy neighbouring test worker cannot fail it; how fast
-# Esc really is (~tens of ms) is measured by tests/tui/measure_esc_latency.py (docs/tui.md, "Interrupt")
-
-
 async def stop_with_escape(pilot) -> None:
-    """Press Esc during a turn and check that it ends the turn, well within STOP_BOUND."""
+    """Press Esc during a turn and check that it ends the turn. The turns given here cannot end by
+    themselves within the wait (a hang guard); how fast Esc is (~tens of ms) is measured by
+    tests/tui/measure_esc_latency.py (docs/tui.md, "Interrupt"), not by a test."""
     chat = pilot.app.chat
-    start = time.perf_counter()
+    driver = chat.driver
     await pilot.press("escape")
-    await wait_for(pilot, lambda: not chat.busy, what="the turn to stop", timeout=STOP_BOUND)
+    await wait_for(pilot, lambda: not chat.busy, what="the turn to stop")
     assert chat.interrupted_at is not None and chat.stopped_at is not None
-    assert chat.stopped_at - chat.interrupted_at < STOP_BOUND
-    assert time.perf_counter() - start < STOP_BOUND
+    assert driver.cancelled and driver.finished.reason == "cancelled"
 
 
 async def test_typing_after_clicking_a_panel_and_after_tab_lands_in_the_prompt(repo):
@@ -96,8 +92,8 @@ async def test_placeholder_and_focus_ring(repo):
 
 
 async def test_escape_ends_a_streaming_turn(repo):
-    long_answer = "word " * 400  # 1,600 chars at 4 chars per 30 ms: streams for ~12 s unless stopped
-    app = make_app(repo, [long_answer, "second"], chunk_chars=4, delay=0.03)
+    long_answer = "word " * 400  # 1,600 chars at 4 chars per 0.5 s: streams for 200 s unless stopped
+    app = make_app(repo, [long_answer, "second"], chunk_chars=4, delay=0.5)
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_ready(pilot)
         await submit(pilot, "talk a lot")
@@ -113,7 +109,7 @@ async def test_escape_ends_a_streaming_turn(repo):
 
 
 async def test_escape_stops_a_slow_tool_and_its_output_streams_live(repo):
-    script = "for i in $(seq 1 100); do echo line$i; sleep 0.05; done"
+    script = "for i in $(seq 1 2000); do echo line$i; sleep 0.05; done"  # 100 s unless stopped
     app = make_app(repo, [call("run_shell", command=script), "never"], approval="yolo")
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_ready(pilot)

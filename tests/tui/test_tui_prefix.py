@@ -11,7 +11,7 @@ from clover_cli.tui.widgets.status_bar import StatusInfo, prefix_figures
 
 from .conftest import make_app, submit, wait_for, wait_idle, wait_ready
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(180)  # a hang guard above the 60 s waits
 
 ENGINE_CALL = {"prompt_tokens": 11100, "generated_tokens": 40, "reused_tokens": 10600,
                "prefilled_tokens": 500, "first_block_seconds": 0.42}

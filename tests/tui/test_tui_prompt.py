@@ -9,7 +9,7 @@ from clover_cli.tui.widgets.messages import NoticeLine, UserMessage
 from .conftest import make_app, submit, type_text, wait_idle, wait_ready
 from .screen_text import screen_text
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(180)  # a hang guard above the 60 s waits
 
 
 def notices(app) -> list[str]:

@@ -41,7 +41,7 @@ def wait_screen(session: str, pattern: str, timeout: float) -> str:
         screen = tmux("capture-pane", "-p", "-t", session)
         if re.search(pattern, screen):
             return screen
-        time.sleep(0.5)
+        time.sleep(0.2)
     raise AssertionError(f"{pattern!r} did not appear in {timeout:.0f}s; screen:\n{screen}")
 
 
@@ -80,7 +80,7 @@ def test_clover_in_tmux_answers_a_prompt(tmp_path, repo, model):
             assert any("⚙" in line for line in answer) or len(" ".join(answer)) > 10, screen
         assert re.search(r"ctx [\d.]+k?/[\d.]+k", lines[-1]) and "⎇ main" in lines[-1]
         tmux("send-keys", "-t", session, "C-c")
-        time.sleep(0.3)
+        wait_screen(session, r"Press Ctrl\+C again to quit\.", 30)  # the 3 s quit window is open
         tmux("send-keys", "-t", session, "C-c")
         screen = wait_screen(session, r"EXIT=\d", 30)
         assert "EXIT=0" in screen and "Session " in screen and "saved to" in screen, screen

@@ -14,7 +14,7 @@ from .conftest import make_app, submit, wait_for, wait_idle, wait_ready
 from .screen_text import screen_text
 from .test_tui_status_clear_copy import notices
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(180)  # a hang guard above the 60 s waits
 
 NEW_BELOW = "new messages below"
 

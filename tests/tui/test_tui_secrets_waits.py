@@ -18,7 +18,7 @@ from tests.agent.openai_server import ScriptedServer, sse_text
 from .conftest import submit, wait_for, wait_idle, wait_ready
 from .screen_text import screen_text
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = pytest.mark.timeout(180)  # a hang guard above the 60 s waits
 KEY = "sk-live-4Tg8Wc2Pn6Rk1Yx5"
 
 

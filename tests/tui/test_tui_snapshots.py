@@ -15,7 +15,7 @@ from clover_cli.tui.bridge import AgentEventMessage
 
 from .conftest import make_app, submit, wait_for, wait_idle, wait_ready  # noqa: F401
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(180)  # a hang guard above the 60 s waits
 
 EDIT = "<tool_call>" + json.dumps({"name": "edit_file", "arguments": {
     "path": "greet.py", "old": '"hello "', "new": '"hi "'}}) + "</tool_call>"

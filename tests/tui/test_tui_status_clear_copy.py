@@ -60,12 +60,15 @@ async def test_an_error_toast_leaves_the_prompt_visible(repo):
 
 async def test_copy_after_an_interrupt_copies_the_partial_answer(repo):
     """The model was writing a call when Esc came: the partial answer is the call's text."""
-    app = make_app(repo, ['<tool_call>{"name": "write_file", "arguments": {"path": "a.txt", "content": "'
-                          + "partial words " * 200], chunk_chars=8, delay=0.02)
+    head = 'Writing it.\n<tool_call>{"name": "write_file", "arguments": {"path": "a.txt", "content": "'
+    # all of the head in the first chunk (its answer text shows, the call text is held back until
+    # the call is complete); 0.5 s a chunk: the rest would take minutes, so only Esc ends the turn
+    app = make_app(repo, [head + "partial words " * 400], chunk_chars=len(head), delay=0.5)
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_ready(pilot)
         await submit(pilot, "talk")
-        await pilot.pause(0.5)
+        await wait_for(pilot, lambda: "Writing it." in app.chat.transcript.last_answer(),
+                       what="the first chunk")
         await pilot.press("escape")
         await wait_idle(pilot)
         assert "Interrupted." in notices(app)

@@ -11,7 +11,7 @@ from clover_cli.tools.statedir import repo_state_dir
 
 from .conftest import make_app, submit, wait_idle, wait_ready
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(180)  # a hang guard above the 60 s waits
 
 
 async def test_copy_of_an_answer_with_a_lone_surrogate(repo):

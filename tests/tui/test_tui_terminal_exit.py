@@ -22,7 +22,7 @@ from clover_cli.trust import TrustStore
 
 from .conftest import write_replay
 
-pytestmark = [pytest.mark.timeout(120),
+pytestmark = [pytest.mark.timeout(240),  # a hang guard above the 60 s waits
               pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
 
 GENEROUS = 60.0  # seconds: a bound no loaded machine reaches; the waits end on what the screen shows

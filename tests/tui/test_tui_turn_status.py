@@ -11,7 +11,7 @@ from clover_cli.agent import events as ev
 
 from .conftest import make_app, submit, wait_for, wait_idle, wait_ready
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(180)  # a hang guard above the 60 s waits
 
 
 def call(name: str, **arguments) -> str:

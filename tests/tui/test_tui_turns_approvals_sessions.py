@@ -14,7 +14,7 @@ from clover_cli.tui.widgets.tool_panel import ToolPanel
 from .conftest import make_app, submit, wait_for, wait_idle, wait_ready, write_replay
 from .screen_text import screen_text
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(180)  # a hang guard above the 60 s waits
 
 
 def call(name: str, **arguments) -> str:
@@ -119,9 +119,14 @@ async def test_help_lists_every_command(repo):
             assert usage in text, usage
 
 
-async def test_ctrl_c_interrupts_then_second_quits(repo):
+async def test_ctrl_c_interrupts_then_second_quits(repo, monkeypatch):
+    from clover_cli.tui.screens import stopping
+
+    # a quit window no loaded machine can overrun between the two presses (the test waits for the
+    # turn to end in between), and a turn that only the cancel can end (0.5 s a chunk: 200 s)
+    monkeypatch.setattr(stopping, "QUIT_WINDOW_SECONDS", 600.0)
     long_answer = "word " * 400
-    app = make_app(repo, [long_answer], chunk_chars=4, delay=0.02)
+    app = make_app(repo, [long_answer], chunk_chars=4, delay=0.5)
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_ready(pilot)
         await submit(pilot, "talk a lot")
