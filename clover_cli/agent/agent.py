@@ -147,7 +147,7 @@ class Agent(AgentControls, ContextFitting):
                 return
             if stats.steps >= cfg.max_steps:
                 msg = observation("max_steps_user", steps=stats.steps)
-                yield Notice(msg)
+                yield from self._notice(msg)  # kept in the session file, as the user saw it
                 yield from self._finish("max_steps", msg, stats)
                 return
             stats.steps += 1
@@ -184,7 +184,7 @@ class Agent(AgentControls, ContextFitting):
             yield from run.held.release()  # call text hidden while streaming is shown (markup.py)
             run.recoveries += 1
             if run.recoveries <= 2:
-                yield Notice(str(e))
+                yield from self._notice(str(e))
                 yield from (self._compact() if e.compact else ())
                 for role, text in (("assistant", e.partial_text), ("user", e.feedback)):
                     if text:
@@ -254,7 +254,7 @@ class Agent(AgentControls, ContextFitting):
             self._log.append({"type": "format_error", "message": err.message, "snippet": err.snippet})
             tried = describe_attempt(err)
             run.malformed.append(tried)
-            yield Notice(f"Tool call not run: {tried}.")  # also ends the step's hidden call text
+            yield from self._notice(f"Tool call not run: {tried}.")  # kept; also ends the hidden call text
         run.format_errors = run.format_errors + 1 if errors else 0
         run.stats.format_errors += len(errors)
 

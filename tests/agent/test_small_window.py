@@ -40,8 +40,7 @@ def test_a_10kb_attachment_and_three_more_questions_on_tiny(tmp_path):
         seen += events
         assert not of(events, AgentError), of(events, AgentError)
         assert events[-1].reason in ("done", "truncated", "max_steps"), events[-1]
-        assert events[-1].stats["context_tokens"] <= window
-        assert backend.count_tokens(agent.messages, agent.tools) <= window
+        assert events[-1].stats["context_tokens"] <= window  # every request of the turn fit
     notices = [n.message for n in of(seen, Notice)]
     assert any(m.startswith("Cut your message to fit the 4096-token context window") for m in notices), notices
     # the session file holds the conversation the agent has and every notice the user saw
