@@ -6,6 +6,7 @@ from dataclasses import dataclass
 # The block-diffusion commit threshold (docs/design.md, "Engine"): every default in Clover refers
 # to this one, and every check of a threshold is `check_threshold`'s (0, 1].
 DEFAULT_THRESHOLD = 0.95
+REMASKINGS = ("low_confidence", "random")  # LLaDA 1.x exact mode's remasking strategies
 
 
 def check_threshold(value: object) -> float:
@@ -44,6 +45,11 @@ class GenerationConfig:
     diffusion_mode: str | None = None
     diffusion_steps: int | None = None  # exact mode's steps (None: generation_config / the length)
     diffusion_alg: str | None = None  # Dream's alg (None: generation_config.json's, else origin)
+    # LLaDA 1.x exact mode's own generate options (engine/fullattn_decode.py): which masked
+    # positions a step commits ("low_confidence": the most confident; "random": a seeded uniform
+    # draw) and classifier-free guidance's scale (0: off); refused elsewhere unless at these defaults
+    remasking: str = "low_confidence"
+    cfg_scale: float = 0.0
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
@@ -69,4 +75,9 @@ class GenerationConfig:
             raise ValueError(f"diffusion_mode must be exact, prefix or dual, got {self.diffusion_mode!r}")
         if self.diffusion_steps is not None and self.diffusion_steps < 1:
             raise ValueError("diffusion_steps must be >= 1")
+        if self.remasking not in REMASKINGS:
+            raise ValueError(f"remasking must be low_confidence or random, got {self.remasking!r}")
+        if isinstance(self.cfg_scale, bool) or not isinstance(self.cfg_scale, (int, float)) or self.cfg_scale < 0:
+            raise ValueError(f"cfg_scale must be a number >= 0, got {self.cfg_scale!r}")
+        self.cfg_scale = float(self.cfg_scale)
         self.stop = tuple(self.stop)

@@ -8,6 +8,7 @@ from typing import Iterator
 from .config import GenerationConfig
 from .edit_decode import editing_wanted
 from .events import GenerationResult
+from .families import check_settings
 from .fullattn_parts import resolve_mode
 from .healing import heal_prompt
 from .prefix_cache import PrefixCache, default_budget_bytes
@@ -66,6 +67,7 @@ class Engine:
         if choice is not None:
             self.threads, self.threads_reason = choice.threads, choice.reason
         row = self.lm.family.row  # its decoder (the family table, engine/families.py)
+        check_settings(row, cfg)  # LLaDA 1.x's remasking / cfg_scale for another family: error
         if not row.prompt_reuse:  # DiffusionGemma, Dream, LLaDA 1.x: no healing, no prefix reuse
             return row.decoder_class()(self.lm, list(prompt_ids), cfg, cancel).run()
         healing = heal_prompt(self.lm, list(prompt_ids)) if cfg.token_healing else None

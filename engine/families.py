@@ -132,11 +132,13 @@ BLOCK_OPTIONS = frozenset({"threshold", "temperature", "top_p", "block_size", "s
                            "repetition_penalty", "progressive_ending", "token_healing", "eos_confine"})
 EDIT_OPTIONS = frozenset({"editing", "editing_threshold", "max_post_steps"})  # LLaDA2.1 editing
 FULLATTN_OPTIONS = frozenset({"threshold", "temperature", "top_p", "block_size", "diffusion_steps"})
+# LLaDA 1.x's own generate options (exact mode only: the decoder refuses them in prefix / dual)
+LLADA_OPTIONS = frozenset({"remasking", "cfg_scale"})
 # AR decoding takes its sampler's options; the threshold, sub-blocks and EOS confinement hold
 # trivially at one token per forward (a block of one), so they are taken too
 AR_OPTIONS = frozenset({"threshold", "temperature", "top_p", "sub_block", "repetition_penalty",
                         "token_healing", "eos_confine"})
-OPTIONS = BLOCK_OPTIONS | EDIT_OPTIONS | FULLATTN_OPTIONS
+OPTIONS = BLOCK_OPTIONS | EDIT_OPTIONS | FULLATTN_OPTIONS | LLADA_OPTIONS
 # the markup a family's chat template teaches for a tool call (clover_cli/agent/parsing.py reads both)
 TOOL_CALL_MARKUP = {"hermes": ("<tool_call>", "</tool_call>"), "gemma": ("<|tool_call>", "<tool_call|>")}
 
@@ -184,14 +186,16 @@ class FamilyRow:
 def asks_nothing(option: str, value: Any, block: int) -> bool:
     """Whether `value` asks a family that does not take `option` for nothing it lacks: the
     option's off state (no healing, penalty 1, top-p 1, no post-fill steps), its own block, or
-    sub-blocks as large as that block. A threshold, a temperature, editing's threshold and
-    diffusion steps have no such value."""
+    sub-blocks as large as that block, low-confidence remasking, guidance scale 0. A threshold,
+    a temperature, editing's threshold and diffusion steps have no such value."""
     if option in ("token_healing", "progressive_ending", "eos_confine", "editing"):
         return value is False or value is None
     if option in ("top_p", "repetition_penalty"):
         return value == 1.0
-    if option == "max_post_steps":
+    if option in ("max_post_steps", "cfg_scale"):
         return value == 0
+    if option == "remasking":
+        return value == "low_confidence"
     if option == "block_size":
         return value == block
     if option == "sub_block":
@@ -213,13 +217,22 @@ ROWS = (
     FamilyRow("dream", "Dream full-attention diffusion", "Dream", _FULLATTN, "own:qwen", FULLATTN_OPTIONS,
               modes=True, own_attention=True, prompt_reuse=False),
     FamilyRow("llada", "LLaDA 1.x full-attention diffusion", "LLaDA 1.x", _FULLATTN, "own:llada1",
-              FULLATTN_OPTIONS, modes=True, own_attention=True, prompt_reuse=False),
+              FULLATTN_OPTIONS | LLADA_OPTIONS, modes=True, own_attention=True, prompt_reuse=False),
     FamilyRow("diffusion_gemma", "DiffusionGemma canvas diffusion", "DiffusionGemma", _GEMMA, "gemma",
               frozenset(), tool_calls="gemma", unit="canvas", sampler="entropy-bound",
               sampler_note=_GEMMA_NOTE, own_attention=True, prompt_reuse=False),
     FamilyRow("ar", "autoregressive", "AR", _AR, "auto", AR_OPTIONS),
 )
 FAMILIES = {row.name: row for row in ROWS}
+
+
+def check_settings(row: FamilyRow, cfg: Any) -> None:
+    """ValueError (one line) when a GenerationConfig sets a family option that no other part of
+    the decode checks (LLADA_OPTIONS) for a family that does not take it; its default is accepted."""
+    refused = row.refused({o: getattr(cfg, o) for o in sorted(LLADA_OPTIONS)}, 0)
+    if refused:
+        raise ValueError(f"{', '.join(refused)}: only LLaDA 1.x's exact mode takes it, not {row.short} "
+                         "(docs/design.md, \"The family table\")")
 
 
 def with_modes() -> tuple[str, ...]:

@@ -46,12 +46,12 @@ class FullAttnDecoder:
 
     def __init__(self, lm, prompt_ids: list[int], cfg: GenerationConfig,
                  cancel: threading.Event | None = None, *, dream: bool | None = None,
-                 mode: str | None = None, remasking: str = "low_confidence", cfg_scale: float = 0.0):
+                 mode: str | None = None, remasking: str | None = None, cfg_scale: float | None = None):
         """dream: decode as Dream's references (else LLaDA 1.x's); None: as the family's
         logits say (Dream's are shifted, LLaDA's are not). mode: exact / prefix / dual; None:
         cfg.diffusion_mode or the family's default (fullattn_parts.resolve_mode). remasking
         ("low_confidence" or "random") and cfg_scale (classifier-free guidance): LLaDA's
-        exact generate's own options (ValueError, one line, anywhere else)."""
+        exact generate's own options (ValueError, one line, anywhere else); None: cfg's."""
         if not prompt_ids:
             raise ValueError("empty prompt: diffusion decoding needs at least one prompt token")
         self.lm, self.cfg, self.cancel = lm, cfg, cancel
@@ -63,10 +63,11 @@ class FullAttnDecoder:
         self.device = lm.device
         self.gen = generation_defaults(lm)
         self.B = cfg.block_size or 32  # Fast-dLLM v1's and our LLaDA default block_length
-        self.remasking, self.cfg_scale = remasking, float(cfg_scale)
+        self.remasking = cfg.remasking if remasking is None else remasking
+        self.cfg_scale = float(cfg.cfg_scale if cfg_scale is None else cfg_scale)
         self._check_llada_options()
-        self.generator = seeded_generator(self.device, cfg, cfg.temperature > 0 or remasking == "random" or (
-            self.dream and self.mode == "exact" and self._alg() == "origin"))
+        self.generator = seeded_generator(self.device, cfg, cfg.temperature > 0 or self.remasking == "random"
+                                          or (self.dream and self.mode == "exact" and self._alg() == "origin"))
         self.runner = ForwardRunner(lm.model)  # times the forwards (the network is called here)
         self.streamer = TextStreamer(lm.tokenizer, hidden_token_ids(lm.tokenizer, self.eos, self.mask_id))
         self.n = len(self.prompt)

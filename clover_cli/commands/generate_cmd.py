@@ -10,6 +10,8 @@ from clover_cli.commands.options import (command_line, diffusion_mode_option, mo
                                          placement_options)
 from clover_cli.engine.config import DEFAULT_THRESHOLD
 
+from .sampler_options import llada_options
+
 
 def quiet_transformers() -> None:
     """Silence advisory warnings, and transformers' progress bars and log when a model loaded
@@ -124,13 +126,14 @@ def load_or_exit(spec, **kwargs):
 @click.option("--diffusion-steps", type=click.IntRange(1), default=None,
               help="Dream / LLaDA 1.x exact mode: denoising steps (default: generation_config.json's, "
                    "else one per generated position).")
+@llada_options()
 @click.option("--offline", is_flag=True, help="Never download an hf: model (as HF_HUB_OFFLINE=1).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of streaming text.")
 @click.pass_context
 def generate(ctx, prompt, prompt_file, raw, max_new_tokens, block_size, threshold, temperature,
              top_p, seed, stop, repetition_penalty, progressive_ending, token_healing, sub_block,
              eos_confine, editing, editing_threshold, max_post_steps, diffusion_steps, offline,
-             as_json) -> None:
+             as_json, remasking, cfg_scale) -> None:
     """Decode a prompt with the engine (block diffusion or AR) and stream it as blocks commit."""
     diffusion_mode = command_line(click.get_current_context()).diffusion_mode
     if (prompt is None) == (prompt_file is None):
@@ -168,7 +171,8 @@ def generate(ctx, prompt, prompt_file, raw, max_new_tokens, block_size, threshol
                                           if token_healing is None else token_healing),
                            sub_block_size=sub_block, eos_confine=eos_confine, editing=editing,
                            editing_threshold=editing_threshold, max_post_steps=max_post_steps,
-                           diffusion_mode=diffusion_mode, diffusion_steps=diffusion_steps)
+                           diffusion_mode=diffusion_mode, diffusion_steps=diffusion_steps,
+                           remasking=remasking, cfg_scale=cfg_scale)
     from clover_cli.engine.families import describe
 
     result = None

@@ -46,6 +46,23 @@ def check_family_options(ctx: click.Context, lm) -> None:
         ctx.exit(2)
 
 
+def llada_options():
+    """`--remasking` and `--cfg-scale`: LLaDA 1.x exact mode's own generate options
+    (GenerationConfig.remasking / cfg_scale); other families and modes accept only the defaults."""
+    from clover_cli.engine.config import REMASKINGS
+
+    def wrap(command):
+        command = click.option(
+            "--cfg-scale", "cfg_scale", type=click.FloatRange(0.0), default=0.0, show_default=True,
+            help="LLaDA 1.x exact mode: classifier-free guidance scale against the prompt masked (0: off).")(command)
+        return click.option(
+            "--remasking", type=click.Choice(REMASKINGS), default=REMASKINGS[0], show_default=True,
+            help="LLaDA 1.x exact mode: which masked positions a step commits, the most confident "
+                 "or a seeded random draw.")(command)
+
+    return wrap
+
+
 def budget(max_new_tokens: int | None, lm) -> int:
     """--max-new-tokens, else the checkpoint's own default (DiffusionGemma: generation_config.json's
     max_new_tokens, set by its load hook), else 256."""

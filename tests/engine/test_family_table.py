@@ -118,10 +118,10 @@ def test_the_table_covers_every_family_and_catalog_checkpoint():
 ASKING = {"threshold": 0.9, "temperature": 0.5, "top_p": 0.9, "block_size": 8, "sub_block": 4,
           "repetition_penalty": 1.2, "progressive_ending": True, "token_healing": True,
           "eos_confine": True, "editing": True, "editing_threshold": 0.8, "max_post_steps": 4,
-          "diffusion_steps": 8}
+          "diffusion_steps": 8, "remasking": "random", "cfg_scale": 1.5}
 OFF = {"top_p": [1.0], "block_size": [16], "sub_block": [16, 32], "repetition_penalty": [1.0],
        "progressive_ending": [False], "token_healing": [False], "eos_confine": [False],
-       "editing": [False], "max_post_steps": [0]}
+       "editing": [False], "max_post_steps": [0], "remasking": ["low_confidence"], "cfg_scale": [0.0]}
 
 
 def test_every_option_has_cases():
