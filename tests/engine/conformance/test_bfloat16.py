@@ -73,11 +73,11 @@ def _forward(model, ids: list[int]) -> torch.Tensor:
     return out.logits[0]
 
 
-def _rule(name: str, logits: torch.Tensor, mask_id: int, dtype: torch.dtype):
+def _rule(lm, logits: torch.Tensor, dtype: torch.dtype):
     """(token [T], confidence [T]) of the family's reference greedy step: the softmax in `dtype`,
     the confidence kept in it (a threshold is compared in that dtype, as the references do)."""
-    z = logits.to(dtype)
-    if name in ("clover", "hybrid"):  # ours drop the mask's logit; the three references keep it
+    z, mask_id = logits.to(dtype), lm.mask_token_id
+    if not lm.family.mask_in_softmax:  # ours drop the mask's logit; the three references keep it
         z = z.clone()
         z[:, mask_id] = float("-inf")
     probs = torch.softmax(z, dim=-1)
@@ -87,10 +87,10 @@ def _rule(name: str, logits: torch.Tensor, mask_id: int, dtype: torch.dtype):
     return tok, probs.gather(1, tok[:, None])[:, 0]
 
 
-def _step(name: str, lm, x: list[int], logits: torch.Tensor, threshold: float, dtype: torch.dtype,
+def _step(lm, x: list[int], logits: torch.Tensor, threshold: float, dtype: torch.dtype,
           share: int) -> tuple[torch.Tensor, list[int]]:
     """One reference denoise step on the block `x`: (tokens, the positions it commits)."""
-    tok, conf = _rule(name, logits, lm.mask_token_id, dtype)
+    tok, conf = _rule(lm, logits, dtype)
     return tok, _commits(lm, x, conf, threshold, share)
 
 
@@ -116,7 +116,7 @@ def _block_logits(lm, x: list[int]) -> torch.Tensor:
     return torch.cat([logits[:1], logits[:-1]]) if lm.family.shifted_logits else logits
 
 
-def _reference(name: str, lm, prompt: list[int], *, block: int, budget: int, threshold: float,
+def _reference(lm, prompt: list[int], *, block: int, budget: int, threshold: float,
                dtype: torch.dtype):
     """One block of the family's reference generate: (ids cut after the first stop, the masked
     flags after the first step)."""
@@ -128,7 +128,7 @@ def _reference(name: str, lm, prompt: list[int], *, block: int, budget: int, thr
     schedule = [base + (i < extra) for i in range(steps)] if fam.steps else [1] * steps
     first, step = None, 0
     while any(t == mask_id for t in x[n:n + budget]):  # later positions change nothing after
-        tok, high = _step(name, lm, x, _block_logits(lm, x), threshold, dtype,
+        tok, high = _step(lm, x, _block_logits(lm, x), threshold, dtype,
                           schedule[min(step, steps - 1)])
         for i in high:
             x[i] = int(tok[i])
@@ -150,7 +150,7 @@ def _other(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype == torch.bfloat16 else torch.bfloat16
 
 
-def _split_threshold(name: str, lm, prompt: list[int], block: int, budget: int,
+def _split_threshold(lm, prompt: list[int], block: int, budget: int,
                      dtype: torch.dtype) -> float:
     """A threshold at which the first step commits other positions in the family's dtype than
     in the other one (float32 for a bfloat16 family, bfloat16 else): one of the first step's
@@ -158,8 +158,8 @@ def _split_threshold(name: str, lm, prompt: list[int], block: int, budget: int,
     x = list(prompt) + [lm.mask_token_id] * (block - len(prompt))
     logits = _block_logits(lm, x)
     share = 1 if not lm.family.steps else -(-block // min(lm.family.steps, budget))
-    own = _rule(name, logits, lm.mask_token_id, dtype)[1]
-    alt = _rule(name, logits, lm.mask_token_id, _other(dtype))[1]
+    own = _rule(lm, logits, dtype)[1]
+    alt = _rule(lm, logits, _other(dtype))[1]
     for t in sorted({float(c) for c in torch.cat([own[len(prompt):].float(), alt[len(prompt):].float()])}):
         if _commits(lm, x, own, t, share) != _commits(lm, x, alt, t, share):
             return t
@@ -170,12 +170,12 @@ def test_one_block_equals_the_reference_in_its_dtype(family):
     name, lm = family
     _, _, _, block, n, budget, dtype = CASES[name]
     prompt = _prompt(n, lm)
-    threshold = _split_threshold(name, lm, prompt, block, budget, dtype)
+    threshold = _split_threshold(lm, prompt, block, budget, dtype)
     events = list(Engine(lm).stream(prompt, GenerationConfig(max_new_tokens=budget, threshold=threshold,
                                                               block_size=block)))
     ours = next(e for e in events if isinstance(e, GenerationResult))
     first = next(e for e in events if isinstance(e, DenoiseStep))
-    ref, ref_first = _reference(name, lm, prompt, block=block, budget=budget, threshold=threshold,
+    ref, ref_first = _reference(lm, prompt, block=block, budget=budget, threshold=threshold,
                                 dtype=dtype)
     assert list(first.masked) == ref_first[:len(first.masked)]  # the step the dtypes split on
     assert list(ours.token_ids) == ref
