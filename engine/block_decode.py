@@ -29,7 +29,7 @@ from .recurrent_split import install_recurrent_split, split_recurrent
 from .runtime import (DecodeMasks, ForwardRunner, TextStreamer, attention_layer_indices,
                       block_causal_mask, crop_attention, has_recurrent, hidden_token_ids,
                       make_cache, mask_is_zero, reserve_cache, restore_recurrent, snapshot_recurrent)
-from .selection import select
+from .selection import select, softmax_dtype
 from .transfer_schedule import at_least, transfer_schedule
 
 PREFILL_CHUNK_TOKENS = 1024  # a long prompt never needs one giant attention matrix
@@ -67,6 +67,7 @@ class BlockDecoder:
         self.device = lm.device
         self._index = torch.arange(self.B, device=self.device)  # block positions 0..B-1
         self.dtype = next(lm.model.parameters()).dtype
+        self.softmax_dtype = softmax_dtype(family.row.confidence_dtype, self.dtype)
         self.run_forward = ForwardRunner(lm.model)
         # our networks (engine/models) take no mask where it would be all zeros (a denoise step);
         # transformers' would build a causal one for None, so they keep the zero mask, which our
@@ -275,7 +276,8 @@ class BlockDecoder:
             pending = None
             tokens, confidence, commit = select(
                 logits, self._selectable(live), cfg.threshold, cfg.temperature, self.mask_id,
-                self.generator, cfg.top_p, mask_in_softmax=self.mask_in_softmax)
+                self.generator, cfg.top_p, mask_in_softmax=self.mask_in_softmax,
+                softmax_dtype=self.softmax_dtype)
             if self.schedule is not None:
                 share = self.schedule[min(steps, len(self.schedule) - 1)]
                 commit = at_least(commit, confidence, self._selectable(live), cfg.threshold, share)

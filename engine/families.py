@@ -164,6 +164,10 @@ class FamilyRow:
     modes: bool = False  # decodes in the full-attention modes exact / prefix / dual
     own_attention: bool = False  # keeps its network's attention (no block-causal kernels)
     prompt_reuse: bool = True  # token healing and the prefix cache on its prompt path
+    confidence_dtype: str = "float32"  # the dtype its reference takes the confidence's softmax in
+    #   (greedy): "logits" (the network's output dtype, bfloat16 on a GPU; the token is then the
+    #   argmax of those probabilities), "float32" or "float64"; a float64 model keeps float64
+    #   (docs/engine.md, "In bfloat16")
 
     def decoder_class(self, *, editing: bool = False) -> type:
         """The decoder class (the editor when `editing`), imported from engine/."""
@@ -209,15 +213,18 @@ _BLOCK, _AR = "block_decode:BlockDecoder", "ar_decode:ARDecoder"
 _FULLATTN, _GEMMA = "fullattn_decode:FullAttnDecoder", "gemma_decode:GemmaDecoder"
 ROWS = (
     FamilyRow("clover", "Clover block diffusion", "Clover", _BLOCK, "auto", BLOCK_OPTIONS),
-    FamilyRow("sdar", "SDAR block diffusion", "SDAR", _BLOCK, "auto", BLOCK_OPTIONS),
-    FamilyRow("fast_dllm_v2", "Fast-dLLM v2 block diffusion", "Fast-dLLM v2", _BLOCK, "auto", BLOCK_OPTIONS),
+    FamilyRow("sdar", "SDAR block diffusion", "SDAR", _BLOCK, "auto", BLOCK_OPTIONS,
+              confidence_dtype="logits"),
+    FamilyRow("fast_dllm_v2", "Fast-dLLM v2 block diffusion", "Fast-dLLM v2", _BLOCK, "auto", BLOCK_OPTIONS,
+              confidence_dtype="logits"),
     FamilyRow("llada2", "LLaDA2 block diffusion (MoE)", "LLaDA2", _BLOCK, "own:llada2",
               BLOCK_OPTIONS | EDIT_OPTIONS, editor="edit_decode:EditDecoder"),
     FamilyRow("hybrid", "Gated DeltaNet hybrid block diffusion", "GDN hybrid", _BLOCK, "auto", BLOCK_OPTIONS),
     FamilyRow("dream", "Dream full-attention diffusion", "Dream", _FULLATTN, "own:qwen", FULLATTN_OPTIONS,
-              modes=True, own_attention=True, prompt_reuse=False),
+              modes=True, own_attention=True, prompt_reuse=False, confidence_dtype="logits"),
     FamilyRow("llada", "LLaDA 1.x full-attention diffusion", "LLaDA 1.x", _FULLATTN, "own:llada1",
-              FULLATTN_OPTIONS | LLADA_OPTIONS, modes=True, own_attention=True, prompt_reuse=False),
+              FULLATTN_OPTIONS | LLADA_OPTIONS, modes=True, own_attention=True, prompt_reuse=False,
+              confidence_dtype="logits"),  # exact; the Fast-dLLM v1 modes: float64 (fullattn_decode.py)
     FamilyRow("diffusion_gemma", "DiffusionGemma canvas diffusion", "DiffusionGemma", _GEMMA, "gemma",
               frozenset(), tool_calls="gemma", unit="canvas", sampler="entropy-bound",
               sampler_note=_GEMMA_NOTE, own_attention=True, prompt_reuse=False),

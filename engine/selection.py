@@ -11,20 +11,37 @@ import torch
 from clover_cli.kernels.confidence import select_commits
 
 
+def softmax_dtype(confidence_dtype: str, model_dtype: torch.dtype) -> torch.dtype | None:
+    """The `softmax_dtype` for `select` of a family row's `confidence_dtype` on a model of
+    `model_dtype`: "logits" gives a half-precision model's own dtype (the logits' dtype before
+    ForwardRunner's exact upcast); "float64" float64; else None (float32, float64 for a float64
+    model, where a "logits" family's softmax already runs in its logits' dtype)."""
+    if confidence_dtype == "float64":
+        return torch.float64
+    if confidence_dtype == "logits" and model_dtype in (torch.bfloat16, torch.float16):
+        return model_dtype
+    return None
+
+
 def select(logits: torch.Tensor, masked: torch.Tensor, threshold: float, temperature: float = 0.0,
            mask_token_id: int | None = None, generator: torch.Generator | None = None,
-           top_p: float = 1.0, mask_in_softmax: bool = False):
+           top_p: float = 1.0, mask_in_softmax: bool = False, softmax_dtype: torch.dtype | None = None):
     """logits: [L, V]; masked: bool [L] -> (tokens [L], confidence [L], commit bool [L]).
 
     Confidence is the max softmax probability with the mask token excluded (the sampled token's
     probability when sampling); commit = masked & (confidence > threshold), else the single most
     confident masked position. mask_in_softmax (greedy only): the softmax runs over every logit,
     the mask token's included, as SDAR's and Fast-dLLM v2's reference generate do; the mask is
-    still never the prediction.
+    still never the prediction. softmax_dtype (greedy): the dtype that softmax runs
+    in, the token then being the argmax of those probabilities (the first of a tie), as
+    Fast-dLLM v2's greedy branch takes it; None: float32 (float64 for float64 logits) and the
+    argmax of the logits. The family row's `confidence_dtype` picks it (engine/families.py).
     """
     rows = torch.nonzero(masked).flatten()  # only masked rows matter: skip the softmax of the rest
-    if mask_in_softmax and temperature <= 0 and mask_token_id is not None and rows.numel():
-        return _greedy_full_softmax(logits, masked, rows, threshold, mask_token_id)
+    if (mask_in_softmax or softmax_dtype is not None) and temperature <= 0 and mask_token_id is not None \
+            and rows.numel():
+        return _greedy_full_softmax(logits, masked, rows, threshold, mask_token_id, softmax_dtype,
+                                    keep_mask=mask_in_softmax)
     if temperature <= 0 and rows.numel() and logits.device.type == "cpu":  # numpy needs CPU memory
         return _greedy_rows(logits, masked, rows, threshold, mask_token_id)
     if rows.numel() == masked.numel() or rows.numel() == 0:
@@ -72,15 +89,21 @@ def _greedy_rows(logits: torch.Tensor, masked: torch.Tensor, rows: torch.Tensor,
 
 
 def _greedy_full_softmax(logits: torch.Tensor, masked: torch.Tensor, rows: torch.Tensor,
-                         threshold: float, mask_token_id: int):
+                         threshold: float, mask_token_id: int, dtype: torch.dtype | None = None,
+                         keep_mask: bool = True):
     """Greedy selection whose confidence is the probability under the softmax of all logits
     (float32, or float64 for a float64 model: the references' own precision there; a float32
-    softmax over 157K logits moves a 0.94999905 across a 0.95 threshold)."""
+    softmax over 157K logits moves a 0.94999905 across a 0.95 threshold), or in `dtype` when
+    given, the token then the argmax of those probabilities; keep_mask False: the mask token's
+    logit is dropped before the softmax."""
     x = logits.index_select(0, rows)
-    x = x if x.dtype == torch.float64 else x.float()  # [R, V]
+    x = x.to(dtype or (torch.float64 if x.dtype == torch.float64 else torch.float32))  # [R, V]
+    if not keep_mask:
+        x[:, mask_token_id] = float("-inf")
     probs = torch.softmax(x, dim=-1)
-    x[:, mask_token_id] = float("-inf")
-    tok = x.argmax(dim=-1)  # [R] (the first index of a tie, as torch's argmax)
+    ranked = probs.clone() if dtype is not None else x
+    ranked[:, mask_token_id] = float("-inf")
+    tok = ranked.argmax(dim=-1)  # [R] (the first index of a tie, as torch's argmax)
     conf = probs.gather(1, tok[:, None])[:, 0]
     hit = conf > threshold
     if not bool(hit.any()):

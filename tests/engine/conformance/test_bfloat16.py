@@ -1,0 +1,196 @@
+"""The block families in bfloat16 (the dtype a GPU load picks): each takes its confidence's
+softmax in its own reference's dtype (`FamilyRow.confidence_dtype`, docs/engine.md "In
+bfloat16"), and the ids equal a reference decoder that does so.
+
+Where the proof is exact: one block decoded from an empty cache (the prompt and the budget inside
+the first block), so our forwards and the reference's run the same shapes and give the same bits.
+Across blocks our decoder reads a KV cache where the references in references.py recompute the
+whole sequence; in bfloat16 those reductions round differently, so that part is proved in
+float64 only (test_families.py, test_llada2.py). The threshold is taken from the model's own
+first-step confidences: one a bfloat16 softmax and a float32 softmax put on opposite sides of it,
+so each case also shows the dtype decides a commit (a decoder in the other dtype fails it).
+
+The reference below is written from each family's public generate (read to learn): SDAR's
+`block_diffusion_generate` and Fast-dLLM v2's `batch_sample` softmax the logits in their own dtype
+(Fast-dLLM v2's greedy token is the argmax of those probabilities; SDAR's release samples only,
+so its greedy form takes the same argmax); LLaDA2.0's modeling casts the logits to float32 first.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from clover_cli.engine.config import GenerationConfig
+from clover_cli.engine.engine import Engine
+from clover_cli.engine.events import DenoiseStep, GenerationResult
+from clover_cli.engine.families import FAMILIES
+from clover_cli.engine.loader import load_model
+from realcfg import ACTIVE, build, released
+
+# family -> (released config, transformers type, stop ids, block size, prompt length, budget,
+#   the dtype its reference's softmax runs in on a bfloat16 network)
+CASES = {
+    "sdar": ("sdar_1.7b_chat.json", "qwen3", (151643, 151645), 16, 4, 12, torch.bfloat16),
+    "fast_dllm_v2": ("fast_dllm_v2_1.5b.reconstructed.json", "qwen2", (151645,), 32, 10, 14, torch.bfloat16),
+    "llada2": ("llada2_mini.reconstructed.json", "llada2_moe", (156892,), 32, 10, 14, torch.float32),
+    # ours: no released generate; float32, the mask's logit dropped before the softmax
+    "clover": (None, "clover", (), 8, 3, 5, torch.float32),
+    "hybrid": (None, "hybrid", (), 8, 3, 5, torch.float32),
+}
+
+
+def test_rows_record_their_references_softmax_dtype():
+    """SDAR / Fast-dLLM v2 softmax the network's output as it comes (bfloat16 on a GPU);
+    LLaDA2.0's modeling casts its logits to float32; ours (Clover, the hybrids) take float32."""
+    got = {name: FAMILIES[name].confidence_dtype for name in
+           ("sdar", "fast_dllm_v2", "llada2", "clover", "hybrid", "dream", "llada")}
+    assert got == {"sdar": "logits", "fast_dllm_v2": "logits", "llada2": "float32", "clover": "float32",
+                   "hybrid": "float32", "dream": "logits", "llada": "logits"}
+
+
+SLOW = {"fast_dllm_v2", "llada2"}  # a 32-block over a released vocabulary: seconds a step (CI only)
+
+
+@pytest.fixture(scope="module", params=[pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n
+                                        for n in sorted(CASES)])
+def family(request, tmp_path_factory, tiny_dirs):
+    name = request.param
+    cfg, hf_type, stops, *_ = CASES[name]
+    if cfg is None:  # the suite's own tiny checkpoints (tests/conftest.py)
+        return name, load_model(str(tiny_dirs[hf_type]), dtype="bfloat16")
+    path = build(released(cfg), tmp_path_factory.mktemp(name) / "m", hf_type=hf_type, stop_ids=stops)
+    return name, load_model(str(path), dtype="bfloat16")
+
+
+def _forward(model, ids: list[int]) -> torch.Tensor:
+    """The logits [T, V] of one block from an empty cache, in the network's dtype (bfloat16):
+    every query sees every key, so our networks take no mask and transformers' a zero one."""
+    extra = {"is_causal": False} if getattr(model, "mask_free_forward", False) else {
+        "attention_mask": torch.zeros(1, 1, len(ids), len(ids), dtype=next(model.parameters()).dtype)}
+    with torch.inference_mode():
+        out = model(input_ids=torch.tensor([ids]), position_ids=torch.arange(len(ids))[None],
+                    use_cache=False, **extra)
+    return out.logits[0]
+
+
+def _rule(lm, logits: torch.Tensor, dtype: torch.dtype):
+    """(token [T], confidence [T]) of the family's reference greedy step: the softmax in `dtype`,
+    the confidence kept in it (a threshold is compared in that dtype, as the references do)."""
+    z, mask_id = logits.to(dtype), lm.mask_token_id
+    if not lm.family.mask_in_softmax:  # ours drop the mask's logit; the three references keep it
+        z = z.clone()
+        z[:, mask_id] = float("-inf")
+    probs = torch.softmax(z, dim=-1)
+    ranked = (probs if dtype == logits.dtype else logits.float()).clone()  # bfloat16: argmax of probs
+    ranked[:, mask_id] = float("-inf")  # the mask is never a prediction (as our decoder)
+    tok = ranked.argmax(dim=-1)
+    return tok, probs.gather(1, tok[:, None])[:, 0]
+
+
+def _step(lm, x: list[int], logits: torch.Tensor, threshold: float, dtype: torch.dtype,
+          share: int) -> tuple[torch.Tensor, list[int]]:
+    """One reference denoise step on the block `x`: (tokens, the positions it commits)."""
+    tok, conf = _rule(lm, logits, dtype)
+    return tok, _commits(lm, x, conf, threshold, share)
+
+
+def _commits(lm, x: list[int], conf: torch.Tensor, threshold: float, share: int) -> list[int]:
+    """The positions a step commits: masked ones (Fast-dLLM v2: in the first sub-block holding
+    one) whose confidence is above the threshold, compared in the confidence's dtype as the
+    references do; at least `share` (LLaDA2's schedule; else 1), the most confident first."""
+    live = [i for i in range(len(x)) if x[i] == lm.mask_token_id]
+    if lm.family.sub_block:
+        lo = live[0] // lm.family.sub_block * lm.family.sub_block
+        live = [i for i in live if i < lo + lm.family.sub_block]
+    keep = torch.zeros(len(x), dtype=torch.bool)
+    keep[live] = True
+    conf = torch.where(keep, conf, torch.tensor(float("-inf"), dtype=conf.dtype))
+    high = torch.nonzero(conf > threshold).flatten().tolist()
+    if len(high) < share:
+        high = conf.double().topk(min(share, len(live))).indices.tolist()
+    return high
+
+
+def _block_logits(lm, x: list[int]) -> torch.Tensor:
+    logits = _forward(lm.model, x)
+    return torch.cat([logits[:1], logits[:-1]]) if lm.family.shifted_logits else logits
+
+
+def _reference(lm, prompt: list[int], *, block: int, budget: int, threshold: float,
+               dtype: torch.dtype):
+    """One block of the family's reference generate: (ids cut after the first stop, the masked
+    flags after the first step)."""
+    mask_id, fam = lm.mask_token_id, lm.family
+    n = len(prompt)
+    x = list(prompt) + [mask_id] * (block - n)
+    steps = min(fam.steps or block, budget)
+    base, extra = divmod(block, steps)
+    schedule = [base + (i < extra) for i in range(steps)] if fam.steps else [1] * steps
+    first, step = None, 0
+    while any(t == mask_id for t in x[n:n + budget]):  # later positions change nothing after
+        tok, high = _step(lm, x, _block_logits(lm, x), threshold, dtype,
+                          schedule[min(step, steps - 1)])
+        for i in high:
+            x[i] = int(tok[i])
+        first = first or [x[i] == mask_id for i in range(n, block)]
+        step += 1
+    out = x[n:n + budget]
+    stops = [i for i, t in enumerate(out) if t in (fam.stop_ids or lm.eos_token_ids)]
+    return (out[:stops[0] + 1] if stops else out), first
+
+
+def _prompt(n: int, lm) -> list[int]:
+    """n ordinary ids: the released-config checkpoints' ACTIVE ones, else the tiny vocabulary's."""
+    ids = ACTIVE if lm.model.get_output_embeddings().weight.shape[0] > ACTIVE[-1] else range(20, 250)
+    g = torch.Generator().manual_seed(50 + n)
+    return [ids[i] for i in torch.randint(0, len(ids), (n,), generator=g).tolist()]
+
+
+def _other(dtype: torch.dtype) -> torch.dtype:
+    return torch.float32 if dtype == torch.bfloat16 else torch.bfloat16
+
+
+def _split_threshold(lm, prompt: list[int], block: int, budget: int,
+                     dtype: torch.dtype) -> float:
+    """A threshold at which the first step commits other positions in the family's dtype than
+    in the other one (float32 for a bfloat16 family, bfloat16 else): one of the first step's
+    own confidences, where the other dtype rounds that position's the other way."""
+    x = list(prompt) + [lm.mask_token_id] * (block - len(prompt))
+    logits = _block_logits(lm, x)
+    share = 1 if not lm.family.steps else -(-block // min(lm.family.steps, budget))
+    own = _rule(lm, logits, dtype)[1]
+    alt = _rule(lm, logits, _other(dtype))[1]
+    for t in sorted({float(c) for c in torch.cat([own[len(prompt):].float(), alt[len(prompt):].float()])}):
+        if _commits(lm, x, own, t, share) != _commits(lm, x, alt, t, share):
+            return t
+    raise AssertionError("no threshold splits the dtypes on this checkpoint")
+
+
+def test_one_block_equals_the_reference_in_its_dtype(family):
+    name, lm = family
+    _, _, _, block, n, budget, dtype = CASES[name]
+    prompt = _prompt(n, lm)
+    threshold = _split_threshold(lm, prompt, block, budget, dtype)
+    events = list(Engine(lm).stream(prompt, GenerationConfig(max_new_tokens=budget, threshold=threshold,
+                                                              block_size=block)))
+    ours = next(e for e in events if isinstance(e, GenerationResult))
+    first = next(e for e in events if isinstance(e, DenoiseStep))
+    ref, ref_first = _reference(lm, prompt, block=block, budget=budget, threshold=threshold,
+                                dtype=dtype)
+    assert list(first.masked) == ref_first[:len(first.masked)]  # the step the dtypes split on
+    assert list(ours.token_ids) == ref
+
+
+@pytest.mark.parametrize("kind", ["ar", "ar_llama"])
+def test_ar_equals_transformers_greedy_generate_in_bfloat16(tiny_dirs, kind):
+    """AR decoding takes the argmax of the logits, which their float32 upcast keeps (no
+    confidence): in bfloat16 on transformers' own network, ids equal its greedy `generate`."""
+    lm = load_model(str(tiny_dirs[kind]), dtype="bfloat16", native=False)
+    assert next(lm.model.parameters()).dtype == torch.bfloat16
+    for text in ("def add(a, b):\n    return", "Hello there, how"):
+        prompt = lm.encode(text)
+        ours = Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=24))
+        with torch.inference_mode():
+            ref = lm.model.generate(torch.tensor([prompt]), max_new_tokens=24, do_sample=False,
+                                    eos_token_id=list(lm.eos_token_ids), pad_token_id=0)
+        assert list(ours.token_ids) == ref[0, len(prompt):].tolist()
