@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from contextlib import nullcontext
 
 import pytest
 import torch
@@ -25,6 +26,7 @@ from clover_cli.engine.loader import load_model
 from clover_cli.engine.runtime import make_cache, snapshot_recurrent
 from hybrid_real import (EOS_ID, KINDS, MASK_ID, SCALED, SHAPE_KEYS, build, build_released_layout,
                          default_config, recompute_generate, tiny_config)
+from steer import Steer, stop_ids
 
 DTYPE = "float64"  # rounding out of the way: equal ids mean equal algorithms
 
@@ -135,7 +137,7 @@ def test_ar_hybrid_equals_transformers_greedy_generate(models, kind, n):
     assert warm.stats.reused_tokens == n + len(got.token_ids) - 1  # all the first request ran
 
 
-EOS_CASE = ("qwen3_next", 8, 0.95, 13)  # ends on a committed EOS inside its second block
+EOS_CASE = ("qwen3_next", 8, 0.95, 13)  # EOS made sure at position 21 only: ends inside its second block
 # each kind at each block size, the thresholds alternating, the prompt length 5 (inside the first
 # block), 13, 16 or 21 (whole blocks plus a tail): thinned pairwise, as each case decodes against
 # an uncached recompute
@@ -149,14 +151,16 @@ def test_block_decoding_equals_uncached_recompute(models, kind, B, threshold, n)
     lm = models(kind)
     prompt = _prompt(n)
     budget = 2 * B + 3 if B < 32 else 40  # ends inside a block; at least three blocks when B < 32
-    got = Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=budget, threshold=threshold,
-                                                       block_size=B))
-    ids, steps = recompute_generate(lm.model, prompt, mask_id=MASK_ID, block=B, threshold=threshold,
-                                    max_new=budget, eos_ids=set(lm.eos_token_ids))
+    eos_case = (kind, B, threshold, n) == EOS_CASE  # the EOS rule exercised by construction (steer.py)
+    with Steer(lm.model, stop_ids(lm), {21: EOS_ID}) if eos_case else nullcontext():
+        got = Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=budget, threshold=threshold,
+                                                           block_size=B))
+        ids, steps = recompute_generate(lm.model, prompt, mask_id=MASK_ID, block=B, threshold=threshold,
+                                        max_new=budget, eos_ids=set(lm.eos_token_ids))
     assert list(got.token_ids) == ids
     assert list(got.stats.steps_per_block) == steps
-    if (kind, B, threshold, n) == EOS_CASE:  # the EOS rule is exercised, not only the budget
-        assert got.finish_reason == "eos" and len(ids) < budget and ids[-1] == EOS_ID
+    if eos_case:
+        assert got.finish_reason == "eos" and len(ids) == 21 - n + 1 and ids[-1] == EOS_ID
 
 
 def _state(cache) -> list[torch.Tensor]:
