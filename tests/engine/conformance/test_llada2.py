@@ -75,12 +75,13 @@ def test_llada2_small_budgets_follow_its_step_schedule(llada2, budget, n, seed, 
 
 def test_the_llada2_cases_are_not_vacuous(llada2):
     """By construction (steer.py: the network's logits, which the reference reads too): a run
-    ends on EOS inside the budget, in its second block, and one runs to the budget; with every
-    other position sure, 0.5 commits several tokens per step; each id for id as the reference."""
+    ends on EOS inside the budget, in its second block, and one runs to the budget; with three
+    positions in four sure, 0.5 commits most of a block in its first step (a block then takes at
+    most 9 steps: tpf >= 34 / 17); each id for id as the reference."""
     lm = llada2[1]
     prompt = _prompt(5, 0)
     n = len(prompt)
-    sure = {p: ACTIVE[p % 50] for p in range(n, 64, 2)}
+    sure = {p: ACTIVE[p % 50] for p in range(n, 64) if p % 4}  # 3 in 4
     for force, finish, length in [({**sure, n + 33: EOS}, "eos", 34), (sure, "length", 40)]:
         with Steer(lm.model, (EOS,), force):
             ours = Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=40, threshold=0.5))
