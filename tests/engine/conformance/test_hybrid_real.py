@@ -209,8 +209,9 @@ def test_denoise_steps_leave_the_gdn_state_bitwise_and_a_fused_commit_keeps_only
 def test_fused_commit_equals_separate_forwards(models, kind):
     lm = models(kind)
     prompt, cfg = _prompt(13), GenerationConfig(max_new_tokens=19, threshold=0.5, block_size=8)
-    fused = Engine(lm, fuse_commit=True).generate(prompt, cfg)
-    separate = Engine(lm, fuse_commit=False).generate(prompt, cfg)
+    with Steer(lm.model, stop_ids(lm)):  # only the budget ends the run (steer.py): 3 blocks of 8
+        fused = Engine(lm, fuse_commit=True).generate(prompt, cfg)
+        separate = Engine(lm, fuse_commit=False).generate(prompt, cfg)
     assert fused.token_ids == separate.token_ids and len(fused.token_ids) == 19
     assert fused.stats.steps_per_block == separate.stats.steps_per_block
     assert separate.stats.forwards - fused.stats.forwards == fused.stats.blocks - 1 == 2
