@@ -230,7 +230,8 @@ def test_warm_request_from_the_prefix_cache_equals_a_cold_one(models, kind, case
     cfg = GenerationConfig(max_new_tokens=20, threshold=0.5, block_size=B)
     first = _prompt(21, seed=5)
     engine = Engine(lm, cache_mb=512)
-    one = engine.generate(first, cfg)
+    with Steer(lm.model, stop_ids(lm)):  # only the budget ends request 1 (steer.py): 4 blocks
+        one = engine.generate(first, cfg)
     (entry,) = engine.prefix_cache.entries
     kept = list(entry.tokens)
     boundary = len(first) // B * B  # 16: request 1's prompt boundary, where its GDN state was kept
