@@ -31,14 +31,12 @@ class Steer:
         self.model, self.stops, self.unsure = model, sorted(set(stops)), dict(unsure or {})
         table = dict(force or {}) if not callable(force) else None
         self.force = force if table is None else (lambda p, seq: table.get(p))
-        self.calls = 0
 
     def __enter__(self):
         inner = self.model.forward
 
         def forward(*args, **kwargs):
             out = inner(*args, **kwargs)
-            self.calls += 1
             out.logits = self._edit(out.logits, kwargs)
             return out
 

@@ -97,19 +97,23 @@ def test_an_edit_shows_in_the_denoise_view_and_the_block_carries_the_final_token
 
 
 def test_a_llada21_checkpoint_edits_by_default_and_llada20_does_not(llada2, llada21):
+    """By construction (steer.py, on both loads of the weights): position 9 is sure to be A while
+    masked, then B, so an editing decode rewrites it and LLaDA2.0's keeps A."""
     prompt = _prompt(7, 5)
     plain = GenerationConfig(max_new_tokens=12, threshold=0.5)
-    as_21 = Engine(llada21).generate(prompt, plain)
-    edited = Engine(llada2[1]).generate(prompt, GenerationConfig(max_new_tokens=12, threshold=0.5,
-                                                                editing=True))
-    as_20 = Engine(llada2[1]).generate(prompt, plain)
-    off = Engine(llada21).generate(prompt, GenerationConfig(max_new_tokens=12, threshold=0.5,
-                                                           editing=False))
-    ref20 = llada2_generate(llada2[1].model, prompt, mask_id=MASK, gen_length=12, block_length=32,
-                            steps=32, threshold=0.5, eos_id=EOS)
+    rule = rewrite_once(9, MASK, ACTIVE[1], ACTIVE[2])
+    with Steer(llada2[1].model, (EOS,), rule), Steer(llada21.model, (EOS,), rule):
+        as_21 = Engine(llada21).generate(prompt, plain)
+        edited = Engine(llada2[1]).generate(prompt, GenerationConfig(max_new_tokens=12, threshold=0.5,
+                                                                    editing=True))
+        as_20 = Engine(llada2[1]).generate(prompt, plain)
+        off = Engine(llada21).generate(prompt, GenerationConfig(max_new_tokens=12, threshold=0.5,
+                                                               editing=False))
+        ref20 = llada2_generate(llada2[1].model, prompt, mask_id=MASK, gen_length=12, block_length=32,
+                                steps=32, threshold=0.5, eos_id=EOS)
     assert as_21.token_ids == edited.token_ids  # editing, at the generate's defaults (0.9, 16)
     assert list(as_20.token_ids) == list(off.token_ids) == ref20  # LLaDA2.0's decode
-    assert as_21.token_ids != as_20.token_ids
+    assert (as_21.token_ids[2], as_20.token_ids[2]) == (ACTIVE[2], ACTIVE[1])
 
 
 def test_llada21_prefix_reuse_gives_the_ids_of_a_cold_run(llada2):
