@@ -183,23 +183,35 @@ def test_a_budget_ending_mid_block_decodes_the_whole_block(scripted):
     assert list(result.token_ids) == [s.a, s.a] and result.finish_reason == "length"
 
 
+HOUR = 3600.0
+
+
 class _SlowPrefill(ScriptedModel):
-    """A scripted model whose prefill forwards (more than one block of input) take 50 ms."""
+    """A scripted model whose prefill forwards (more than one block of input) take an hour on the
+    clock the engine reads: `time.perf_counter`, which the test moves on by HOUR inside each
+    (no sleep). Real time still passes, so the work around the forwards is measured as it is."""
+
+    skipped = 0.0
 
     def forward(self, input_ids, *args, **kwargs):
         if input_ids.shape[1] > 8:
-            import time
-
-            time.sleep(0.05)
+            _SlowPrefill.skipped += HOUR
         return super().forward(input_ids, *args, **kwargs)
 
 
-def test_prefill_time_is_reported_apart_from_decoding(scripted):
+def test_prefill_time_is_reported_apart_from_decoding(scripted, monkeypatch):
     """stats.prefill_seconds is the wall time of the whole prompt prefill — its forwards and the
     ids and masks built for them — which `clover bench` leaves out of decode speed and overhead;
-    a prompt inside one block has none."""
+    a prompt inside one block has none. Structural, not a wall-clock bound: the two prefill
+    forwards take an hour each, so decoding's share (total - prefill) would hold at least an
+    hour if it took in either of them, and prefill is above them by the real time of the rest."""
+    import time
+
     from clover_cli.engine.block_decode import BlockDecoder
 
+    real = time.perf_counter
+    monkeypatch.setattr(_SlowPrefill, "skipped", 0.0)
+    monkeypatch.setattr(time, "perf_counter", lambda: real() + _SlowPrefill.skipped)
     s = scripted
     rows = {p: _row(s.vocab, s.a, 0.99) for p in range(2100)}
     lm = s.make(rows)
@@ -207,9 +219,11 @@ def test_prefill_time_is_reported_apart_from_decoding(scripted):
     dec = BlockDecoder(lm, [s.a] * 2060, GenerationConfig(max_new_tokens=4))  # 3 prefill chunks
     result = list(dec.run())[-1]
     forwards_only = dec.run_forward.uncounted_seconds
-    assert forwards_only >= 0.1  # two slow prefill forwards (1,024 tokens each), then 8
+    assert _SlowPrefill.skipped == 2 * HOUR  # two prefill forwards of 1,024 tokens, then one of 8
+    assert 2 * HOUR <= forwards_only < 3 * HOUR
     assert result.stats.prefill_seconds > forwards_only  # the chunks' masks count as prefill
-    assert result.stats.total_seconds - result.stats.prefill_seconds < 0.05
+    assert result.stats.total_seconds - result.stats.prefill_seconds < HOUR
+    assert dec.run_forward.seconds < HOUR  # the decoding forwards took in no prefill forward
     short = Engine(lm).generate([s.a] * 5, GenerationConfig(max_new_tokens=3))
     assert short.stats.prefill_seconds == 0.0
 

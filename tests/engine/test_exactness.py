@@ -9,6 +9,7 @@ from clover_cli.engine.engine import Engine
 from clover_cli.engine.events import DenoiseStep
 from clover_cli.engine.loader import load_model
 from oracle import oracle_decode
+from steer import Steer, stop_ids
 
 PROMPTS = {"aligned": 16, "tail": 13, "short": 3, "one-block": 8}
 
@@ -38,9 +39,18 @@ def test_cached_equals_full_recompute(models, family, threshold, prompt_kind):
 
 
 def test_low_threshold_commits_several_per_step(models):
+    """The test would be vacuous if every step committed one token: by construction (steer.py,
+    the logits the oracle reads too) three positions in four are sure, so each block's first
+    step commits at least 6 of its 8 and a block takes at most 3 forwards: 40 tokens over 6
+    blocks in at most 18 forwards (tpf >= 2.2); only the budget ends the run."""
     lm = models["clover"]
-    result = Engine(lm).generate(_prompt(13), GenerationConfig(max_new_tokens=40, threshold=0.3))
-    assert result.stats.tpf > 1.5  # the test would be vacuous if every step committed one token
+    prompt = _prompt(13)
+    sure = {p: 20 + p for p in range(len(prompt), len(prompt) + 48) if p % 4}
+    with Steer(lm.model, stop_ids(lm), sure):
+        result = Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=40, threshold=0.3))
+        expected, steps = oracle_decode(lm, prompt, 40, 0.3, lm.block_size)
+    assert list(result.token_ids) == expected and list(result.stats.steps_per_block) == steps
+    assert result.finish_reason == "length" and result.stats.tpf > 1.5, result.stats
 
 
 @pytest.mark.parametrize("family", ["clover", "fast_dllm_v2"])

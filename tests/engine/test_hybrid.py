@@ -16,6 +16,7 @@ from clover_cli.engine.engine import Engine
 from clover_cli.engine.loader import load_model
 from clover_cli.engine.runtime import make_cache, snapshot_recurrent
 from oracle import oracle_decode
+from steer import Steer, stop_ids
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +84,8 @@ def test_hybrid_fused_commit_equals_separate_forward(hybrid, n, block_size):
     fused = BlockDecoder(hybrid, prompt, cfg, fuse_commit=True)
     separate = BlockDecoder(hybrid, prompt, cfg, fuse_commit=False)
     assert fused.fuse and not separate.fuse
-    a, b = list(fused.run())[-1], list(separate.run())[-1]
+    with Steer(hybrid.model, stop_ids(hybrid)):  # only the budget ends the run (steer.py)
+        a, b = list(fused.run())[-1], list(separate.run())[-1]
     assert a.token_ids == b.token_ids and len(a.token_ids) == 26
     assert a.stats.steps_per_block == b.stats.steps_per_block
     # fusing saves exactly one forward per block boundary crossed
@@ -100,11 +102,12 @@ def test_qwen3_5_dense_hybrid_fuses_exactly(tmp_path_factory):
     assert lm.family.recurrent and type(lm.model).__name__ == "Qwen3_5ForCausalLM"
     prompt = _prompt(13)
     cfg = GenerationConfig(max_new_tokens=26, threshold=0.5)
-    fused = Engine(lm, fuse_commit=True).generate(prompt, cfg)
-    separate = Engine(lm, fuse_commit=False).generate(prompt, cfg)
+    with Steer(lm.model, stop_ids(lm)):  # only the budget ends the run (steer.py): 4 blocks
+        fused = Engine(lm, fuse_commit=True).generate(prompt, cfg)
+        separate = Engine(lm, fuse_commit=False).generate(prompt, cfg)
+        expected, _ = oracle_decode(lm, prompt, 26, 0.5, lm.block_size)
     assert fused.token_ids == separate.token_ids
-    assert separate.stats.forwards - fused.stats.forwards == fused.stats.blocks - 1 > 0
-    expected, _ = oracle_decode(lm, prompt, 26, 0.5, lm.block_size)
+    assert separate.stats.forwards - fused.stats.forwards == fused.stats.blocks - 1 == 3
     assert list(fused.token_ids) == expected
 
 

@@ -10,6 +10,7 @@ import torch
 from clover_cli.engine.config import GenerationConfig
 from clover_cli.engine.engine import Engine
 from clover_cli.engine.loader import load_model
+from steer import Steer, stop_ids
 from tiny_checkpoints import build_tiny_checkpoint
 
 FAMILIES = ["clover", "sdar", "fast_dllm_v2", "hybrid", "hybrid_dense", "ar", "ar_llama"]
@@ -97,13 +98,16 @@ def test_reuse_gives_the_ids_of_a_cold_run(models, family, case):
 
 def test_the_reuse_cases_are_not_vacuous(models):
     """The extends case reuses generated blocks too (not only the prompt), and decodes more than
-    one block, so a wrong cache past the prompt would change ids."""
+    one block, so a wrong cache past the prompt would change ids. Only the budget ends the run
+    (steer.py takes the stop ids out of the logits): 27 tokens after a 21-token prompt are
+    positions 21-47, four blocks of 8."""
     lm = models("clover")
     cfg = GenerationConfig(max_new_tokens=27, threshold=0.9)
     first = _ids(21, seed=len("clover"))
     engine = Engine(lm)
-    one = engine.generate(first, cfg)
-    assert one.stats.blocks >= 3
+    with Steer(lm.model, stop_ids(lm)):
+        one = engine.generate(first, cfg)
+    assert (one.finish_reason, len(one.token_ids), one.stats.blocks) == ("length", 27, 4)
     kept = engine.prefix_cache.entries[0].tokens
     assert len(kept) > len(first) // 8 * 8 + 8
 

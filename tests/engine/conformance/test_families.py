@@ -11,6 +11,7 @@ from clover_cli.engine.engine import Engine
 from clover_cli.engine.loader import load_model
 from realcfg import ACTIVE, build, released
 from references import fast_dllm_generate, sdar_generate
+from steer import Steer
 
 SDAR_STOPS = (151643, 151645)  # the config's eos (151643) and the chat template's <|im_end|>
 FAST_STOP = 151645
@@ -94,21 +95,31 @@ def test_fast_dllm_v2_matches_its_reference(fast, threshold, n, seed):
 
 @pytest.mark.slow  # guards the slow reference matrices above: decodes over the 151,936-token vocabulary
 def test_the_cases_are_not_vacuous(sdar, fast):
-    """EOS-prone weights: some generations end on a stop token inside the budget, some run to
-    the budget; Fast-dLLM's carried first token and generation_config's extra EOS both occur.
-    Shown on the fewest cases that show it (each decode over the real vocabulary costs seconds):
-    SDAR (12, 0) stops after 7 tokens, in its second block, (12, 1) runs to the budget; Fast-dLLM
-    (64, 1) opens on the token carried from a block-aligned prefill and stops, (45, 3) runs to the
-    budget in its second block, which a carried token opens, with 151643 passed through."""
-    ends = [Engine(sdar[1]).generate(_prompt(n, s), GenerationConfig(max_new_tokens=23)).finish_reason
-            for n, s in [(12, 0), (12, 1)]]
-    assert "eos" in ends and "length" in ends
-    assert {(12, 0), (12, 1)} <= {(n, s) for n, s, _ in CASES}  # cases the reference test decodes
-    fast = [Engine(fast[1]).generate(_prompt(n, s), GenerationConfig(max_new_tokens=50))
-            for n, s in [(64, 1), (45, 3)]]
-    assert {r.finish_reason for r in fast} == {"eos", "length"}
-    assert any(151643 in r.token_ids for r in fast)  # the extra EOS passed through, not a stop
-    assert any(len(r.stats.steps_per_block) == 2 for r in fast)  # the budget ends in block 2
+    """By construction (steer.py: the network's logits, which the reference reads too), each id
+    for id as the reference: SDAR stops on a stop id 7 tokens in, in its second block, or runs
+    to the budget; Fast-dLLM opens on the token carried from a block-aligned prefill, passes
+    generation_config's extra EOS (151643) through and stops on its stop token, or runs to the
+    budget in its second block, which a carried token opens. Fast-dLLM's logits are shifted:
+    the row of p - 1 decides position p."""
+    for n, force, finish, length in [(12, {12 + 6: SDAR_STOPS[1]}, "eos", 7), (12, {}, "length", 23)]:
+        prompt = _prompt(n, 0)
+        with Steer(sdar[1].model, SDAR_STOPS, force):
+            got = Engine(sdar[1]).generate(prompt, GenerationConfig(max_new_tokens=23, threshold=0.9))
+            ref = sdar_generate(sdar[1].model, prompt, mask_id=151669, gen_length=23, block_length=4,
+                                threshold=0.9, stop_ids=set(SDAR_STOPS))
+        assert list(got.token_ids) == ref and (got.finish_reason, len(ref)) == (finish, length)
+    for n, force, finish, length in [(64, {64 + 3: 151643, 64 + 9: FAST_STOP}, "eos", 11),
+                                     (45, {}, "length", 50)]:
+        prompt = _prompt(n, 1)
+        with Steer(fast[1].model, (FAST_STOP, 151643), force):
+            got = Engine(fast[1]).generate(prompt, GenerationConfig(max_new_tokens=50, threshold=0.9))
+            ref = fast_dllm_generate(fast[1].model, prompt, mask_id=151665, max_new_tokens=50, block_size=32,
+                                     small_block_size=8, threshold=0.9, stop_token=FAST_STOP)
+        assert list(got.token_ids) == ref and (got.finish_reason, len(ref)) == (finish, length)
+        if finish == "eos":  # the extra EOS at position 64 + 4, passed through
+            assert ref[4] == 151643
+        else:
+            assert len(got.stats.steps_per_block) == 2  # the budget ends in block 2
 
 
 @pytest.mark.slow  # a reference decode, as the matrices above

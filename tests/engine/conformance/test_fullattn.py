@@ -18,6 +18,7 @@ from clover_cli.engine.fullattn_decode import FullAttnDecoder
 from clover_cli.engine.loader import load_model
 from realcfg import ACTIVE, CONFIGS, build, released
 from references_fullattn import dream_fast_dllm, dream_generate, llada_fast_dllm, llada_generate
+from steer import Steer, stop_ids
 
 pytestmark = pytest.mark.slow  # CI only: the checkpoints carry the released 126k / 152k vocabularies,
 # so every decode here costs seconds
@@ -257,16 +258,26 @@ def test_llada_options_are_refused_elsewhere(dream, llada):
         FullAttnDecoder(llada[1], [1, 2], GenerationConfig(diffusion_mode="exact"), remasking="top")
 
 
-def test_the_cases_are_not_vacuous(dream, llada):
-    """Some runs end on EOS inside the budget; the cached modes commit several tokens per
-    forward; and the approximate modes do differ from exact somewhere (else nothing is tested
-    about the cache)."""
-    cases = [(dream[1], 5, 0, "dual"), (dream[1], 33, 1, "prefix"), (llada[1], 33, 1, "dual"),
-             (llada[1], 12, 2, "prefix")]  # LLaDA (33, 1) dual ends on EOS after 4 tokens
-    runs = [_run(lm, _prompt(n, s), max_new_tokens=40, diffusion_mode=m, threshold=0.5) for lm, n, s, m in cases]
-    assert any(r.finish_reason == "eos" for r in runs) and any(r.finish_reason == "length" for r in runs)
-    assert max(r.stats.tpf for r in runs) > 1.5
-    lm = llada[1]
+def test_the_cases_are_not_vacuous(llada):
+    """By construction (steer.py: the network's logits, which the reference reads too): a run
+    ends on EOS inside the budget, one runs to the budget, and the cached modes commit several
+    tokens per forward, each id for id as the reference; and the approximate modes do differ
+    from exact somewhere (else nothing is tested about the cache)."""
+    lm, stops = llada[1], stop_ids(llada[1])
+    prompt = _prompt(33, 1)
+    n = len(prompt)
+    cases = [("dual", {n + 3: LLADA_STOPS[0]}, "eos", 4),  # EOS certain at the 4th token only
+             ("prefix", {p: ACTIVE[p % 50] for p in range(n, n + 64) if p % 4}, "length", 40)]  # 3 in 4 sure
+    for mode, force, finish, length in cases:
+        with Steer(lm.model, stops, force):
+            ours = _run(lm, prompt, max_new_tokens=40, diffusion_mode=mode, threshold=0.5)
+            ref = llada_fast_dllm(lm.model, prompt, mask_id=LLADA_MASK, gen_length=64, block_length=32,
+                                  threshold=0.5, dual=mode == "dual", stops=lm.eos_token_ids, limit=40)
+        assert list(ours.token_ids) == ref
+        assert (ours.finish_reason, len(ours.token_ids)) == (finish, length)
+        if finish == "length":  # 24 sure positions commit in each block's first forward: a block
+            # takes at most 9 forwards, 40 tokens at most 18 (tpf >= 2.2)
+            assert ours.stats.tpf > 1.5, ours.stats
     assert any(_run(lm, _prompt(n, s), max_new_tokens=32, diffusion_mode="exact").token_ids
                != _run(lm, _prompt(n, s), max_new_tokens=32, diffusion_mode="dual", threshold=0.5).token_ids
                for n, s in [(5, 0), (33, 1), (12, 2), (20, 3)])

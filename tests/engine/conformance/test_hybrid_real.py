@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from contextlib import nullcontext
 
 import pytest
 import torch
@@ -25,6 +26,7 @@ from clover_cli.engine.loader import load_model
 from clover_cli.engine.runtime import make_cache, snapshot_recurrent
 from hybrid_real import (EOS_ID, KINDS, MASK_ID, SCALED, SHAPE_KEYS, build, build_released_layout,
                          default_config, recompute_generate, tiny_config)
+from steer import Steer, stop_ids
 
 DTYPE = "float64"  # rounding out of the way: equal ids mean equal algorithms
 
@@ -135,7 +137,7 @@ def test_ar_hybrid_equals_transformers_greedy_generate(models, kind, n):
     assert warm.stats.reused_tokens == n + len(got.token_ids) - 1  # all the first request ran
 
 
-EOS_CASE = ("qwen3_next", 8, 0.95, 13)  # ends on a committed EOS inside its second block
+EOS_CASE = ("qwen3_next", 8, 0.95, 13)  # EOS made sure at position 21 only: ends inside its second block
 # each kind at each block size, the thresholds alternating, the prompt length 5 (inside the first
 # block), 13, 16 or 21 (whole blocks plus a tail): thinned pairwise, as each case decodes against
 # an uncached recompute
@@ -149,14 +151,16 @@ def test_block_decoding_equals_uncached_recompute(models, kind, B, threshold, n)
     lm = models(kind)
     prompt = _prompt(n)
     budget = 2 * B + 3 if B < 32 else 40  # ends inside a block; at least three blocks when B < 32
-    got = Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=budget, threshold=threshold,
-                                                       block_size=B))
-    ids, steps = recompute_generate(lm.model, prompt, mask_id=MASK_ID, block=B, threshold=threshold,
-                                    max_new=budget, eos_ids=set(lm.eos_token_ids))
+    eos_case = (kind, B, threshold, n) == EOS_CASE  # the EOS rule exercised by construction (steer.py)
+    with Steer(lm.model, stop_ids(lm), {21: EOS_ID}) if eos_case else nullcontext():
+        got = Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=budget, threshold=threshold,
+                                                           block_size=B))
+        ids, steps = recompute_generate(lm.model, prompt, mask_id=MASK_ID, block=B, threshold=threshold,
+                                        max_new=budget, eos_ids=set(lm.eos_token_ids))
     assert list(got.token_ids) == ids
     assert list(got.stats.steps_per_block) == steps
-    if (kind, B, threshold, n) == EOS_CASE:  # the EOS rule is exercised, not only the budget
-        assert got.finish_reason == "eos" and len(ids) < budget and ids[-1] == EOS_ID
+    if eos_case:
+        assert got.finish_reason == "eos" and len(ids) == 21 - n + 1 and ids[-1] == EOS_ID
 
 
 def _state(cache) -> list[torch.Tensor]:
@@ -205,8 +209,9 @@ def test_denoise_steps_leave_the_gdn_state_bitwise_and_a_fused_commit_keeps_only
 def test_fused_commit_equals_separate_forwards(models, kind):
     lm = models(kind)
     prompt, cfg = _prompt(13), GenerationConfig(max_new_tokens=19, threshold=0.5, block_size=8)
-    fused = Engine(lm, fuse_commit=True).generate(prompt, cfg)
-    separate = Engine(lm, fuse_commit=False).generate(prompt, cfg)
+    with Steer(lm.model, stop_ids(lm)):  # only the budget ends the run (steer.py): 3 blocks of 8
+        fused = Engine(lm, fuse_commit=True).generate(prompt, cfg)
+        separate = Engine(lm, fuse_commit=False).generate(prompt, cfg)
     assert fused.token_ids == separate.token_ids and len(fused.token_ids) == 19
     assert fused.stats.steps_per_block == separate.stats.steps_per_block
     assert separate.stats.forwards - fused.stats.forwards == fused.stats.blocks - 1 == 2
@@ -225,7 +230,8 @@ def test_warm_request_from_the_prefix_cache_equals_a_cold_one(models, kind, case
     cfg = GenerationConfig(max_new_tokens=20, threshold=0.5, block_size=B)
     first = _prompt(21, seed=5)
     engine = Engine(lm, cache_mb=512)
-    one = engine.generate(first, cfg)
+    with Steer(lm.model, stop_ids(lm)):  # only the budget ends request 1 (steer.py): 4 blocks
+        one = engine.generate(first, cfg)
     (entry,) = engine.prefix_cache.entries
     kept = list(entry.tokens)
     boundary = len(first) // B * B  # 16: request 1's prompt boundary, where its GDN state was kept

@@ -15,6 +15,7 @@ from clover_cli.engine.engine import Engine
 from clover_cli.engine.loader import load_model
 from realcfg import ACTIVE, build, released
 from references import llada2_generate
+from steer import Steer
 
 pytestmark = pytest.mark.slow  # CI only: the checkpoint carries the released 157,184-token vocabulary,
 # so every decode here costs seconds
@@ -73,12 +74,22 @@ def test_llada2_small_budgets_follow_its_step_schedule(llada2, budget, n, seed, 
 
 
 def test_the_llada2_cases_are_not_vacuous(llada2):
-    """Some prompts end on EOS inside the budget, and 0.5 commits several tokens per step."""
+    """By construction (steer.py: the network's logits, which the reference reads too): a run
+    ends on EOS inside the budget, in its second block, and one runs to the budget; with three
+    positions in four sure, 0.5 commits most of a block in its first step (a block then takes at
+    most 9 steps: tpf >= 34 / 17); each id for id as the reference."""
     lm = llada2[1]
-    runs = [Engine(lm).generate(_prompt(n, s), GenerationConfig(max_new_tokens=40, threshold=0.5))
-            for n, s in [(5, 0), (32, 1), (40, 2)]]
-    assert {r.finish_reason for r in runs} == {"eos", "length"} or any(r.finish_reason == "eos" for r in runs)
-    assert max(r.stats.tpf for r in runs) > 1.0
+    prompt = _prompt(5, 0)
+    n = len(prompt)
+    sure = {p: ACTIVE[p % 50] for p in range(n, 64) if p % 4}  # 3 in 4
+    for force, finish, length in [({**sure, n + 33: EOS}, "eos", 34), (sure, "length", 40)]:
+        with Steer(lm.model, (EOS,), force):
+            ours = Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=40, threshold=0.5))
+            ref = llada2_generate(lm.model, prompt, mask_id=MASK, gen_length=40, block_length=32,
+                                  steps=32, threshold=0.5, eos_id=EOS)
+        assert list(ours.token_ids) == ref
+        assert (ours.finish_reason, len(ours.token_ids)) == (finish, length)
+        assert ours.stats.tpf > 1.5, ours.stats
 
 
 EDITS = {"missing": lambda w: w.pop("model.layers.1.mlp.experts.7.up_proj.weight"),

@@ -10,8 +10,9 @@ from clover_cli.engine.config import GenerationConfig
 from clover_cli.engine.engine import Engine
 from clover_cli.engine.events import BlockCommitted, DenoiseStep, GenerationResult
 from clover_cli.engine.loader import load_model
-from realcfg import build, released
+from realcfg import ACTIVE, build, released
 from references import llada21_generate, llada2_generate
+from steer import Steer, rewrite_once
 from test_llada2 import EOS, MASK, _prompt
 
 pytestmark = pytest.mark.slow  # CI only: the checkpoint carries the released 157,184-token vocabulary,
@@ -49,21 +50,35 @@ def _edit_cfg(budget, threshold, editing_threshold, post=16, **kw):
     (32, 1, 40, 0.95, 0.5, 3)])  # at most 3 editing steps after the block is filled
 def test_llada21_editing_matches_its_reference(llada2, n, seed, budget, threshold, editing_threshold,
                                                post):
+    """An edit by construction (steer.py, the logits both read): position n + 2 is sure to be A
+    while masked, then B, and n + 4 stays masked through the first step, so the edit comes in
+    the second step even with no post steps; EOS never, so every block is decoded whole."""
     lm = llada2[1]
     prompt = _prompt(n, seed)
-    events = list(Engine(lm).stream(prompt, _edit_cfg(budget, threshold, editing_threshold, post)))
+    at = len(prompt) + 2
     edits: list = []
-    ref = llada21_generate(lm.model, prompt, mask_id=MASK, gen_length=budget, block_length=32,
-                           threshold=threshold, editing_threshold=editing_threshold,
-                           max_post_steps=post, eos_id=EOS, edits=edits)
+    with Steer(lm.model, (EOS,), rewrite_once(at, MASK, ACTIVE[1], ACTIVE[2]), unsure={at + 2: ACTIVE[3]}):
+        events = list(Engine(lm).stream(prompt, _edit_cfg(budget, threshold, editing_threshold, post)))
+        ref = llada21_generate(lm.model, prompt, mask_id=MASK, gen_length=budget, block_length=32,
+                               threshold=threshold, editing_threshold=editing_threshold,
+                               max_post_steps=post, eos_id=EOS, edits=edits)
     assert list(events[-1].token_ids) == ref
     # not vacuous: the reference rewrote committed tokens, and so did we
-    assert edits and sum(e.edited for e in events if isinstance(e, DenoiseStep)) > 0
+    assert (at // 32, 1, at % 32, ACTIVE[1], ACTIVE[2]) in edits  # (block, step, offset, old, new)
+    assert sum(e.edited for e in events if isinstance(e, DenoiseStep)) > 0
 
 
 def test_an_edit_shows_in_the_denoise_view_and_the_block_carries_the_final_tokens(llada2):
+    """By construction (steer.py): position 7 is rewritten once the block is filled, and EOS is
+    sure at position 10 only; the ids equal the reference's."""
     lm = llada2[1]
-    events = list(Engine(lm).stream(_prompt(5, 0), _edit_cfg(12, 0.5, 0.5)))
+    prompt = _prompt(5, 0)
+    rule = rewrite_once(7, MASK, ACTIVE[1], ACTIVE[2], block=32)
+    with Steer(lm.model, (EOS,), lambda p, seq: EOS if p == 10 else rule(p, seq)):
+        events = list(Engine(lm).stream(prompt, _edit_cfg(12, 0.5, 0.5)))
+        ref = llada21_generate(lm.model, prompt, mask_id=MASK, gen_length=12, block_length=32, threshold=0.5,
+                               editing_threshold=0.5, max_post_steps=16, eos_id=EOS)
+    assert list(events[-1].token_ids) == ref and len(ref) == 6 and ref[2] == ACTIVE[2]
     steps = [e for e in events if isinstance(e, DenoiseStep)]
     rewritten = 0
     for before, after in zip(steps, steps[1:]):
@@ -82,19 +97,23 @@ def test_an_edit_shows_in_the_denoise_view_and_the_block_carries_the_final_token
 
 
 def test_a_llada21_checkpoint_edits_by_default_and_llada20_does_not(llada2, llada21):
+    """By construction (steer.py, on both loads of the weights): position 9 is sure to be A while
+    masked, then B, so an editing decode rewrites it and LLaDA2.0's keeps A."""
     prompt = _prompt(7, 5)
     plain = GenerationConfig(max_new_tokens=12, threshold=0.5)
-    as_21 = Engine(llada21).generate(prompt, plain)
-    edited = Engine(llada2[1]).generate(prompt, GenerationConfig(max_new_tokens=12, threshold=0.5,
-                                                                editing=True))
-    as_20 = Engine(llada2[1]).generate(prompt, plain)
-    off = Engine(llada21).generate(prompt, GenerationConfig(max_new_tokens=12, threshold=0.5,
-                                                           editing=False))
-    ref20 = llada2_generate(llada2[1].model, prompt, mask_id=MASK, gen_length=12, block_length=32,
-                            steps=32, threshold=0.5, eos_id=EOS)
+    rule = rewrite_once(9, MASK, ACTIVE[1], ACTIVE[2])
+    with Steer(llada2[1].model, (EOS,), rule), Steer(llada21.model, (EOS,), rule):
+        as_21 = Engine(llada21).generate(prompt, plain)
+        edited = Engine(llada2[1]).generate(prompt, GenerationConfig(max_new_tokens=12, threshold=0.5,
+                                                                    editing=True))
+        as_20 = Engine(llada2[1]).generate(prompt, plain)
+        off = Engine(llada21).generate(prompt, GenerationConfig(max_new_tokens=12, threshold=0.5,
+                                                               editing=False))
+        ref20 = llada2_generate(llada2[1].model, prompt, mask_id=MASK, gen_length=12, block_length=32,
+                                steps=32, threshold=0.5, eos_id=EOS)
     assert as_21.token_ids == edited.token_ids  # editing, at the generate's defaults (0.9, 16)
     assert list(as_20.token_ids) == list(off.token_ids) == ref20  # LLaDA2.0's decode
-    assert as_21.token_ids != as_20.token_ids
+    assert (as_21.token_ids[2], as_20.token_ids[2]) == (ACTIVE[2], ACTIVE[1])
 
 
 def test_llada21_prefix_reuse_gives_the_ids_of_a_cold_run(llada2):
