@@ -118,6 +118,7 @@ def _cases() -> list[str]:
     return [gen.case() for _ in range(CASES)]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_every_malformed_call_ends_in_a_readable_result_and_a_turn_end(tmp_path, monkeypatch):
     import clover_cli.tools.grepsearch as grepsearch

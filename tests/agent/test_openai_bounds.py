@@ -72,6 +72,7 @@ def _limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (CAP, CAP))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_every_answer_is_bounded_in_bytes_time_and_memory():
     servers = {name: HostileServer(name) for name in BOUNDS}
@@ -106,6 +107,7 @@ def test_every_answer_is_bounded_in_bytes_time_and_memory():
     assert report["maxrss_mib"] < 1024, report["maxrss_mib"]  # flat: nothing held whole
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_request_timeout_sets_the_deadline_of_clover_run(tmp_path):
     with HostileServer("slow_blank_lines") as server:

@@ -113,6 +113,7 @@ def test_run_json_stats_name_the_placement(tmp_path):
     assert (end["stats"]["device"], end["stats"]["dtype"]) == ("cpu", "bfloat16")
 
 
+@pytest.mark.slow
 def test_bench_reports_the_placement():
     done = clover("bench", "--max-new-tokens", "4", "--thresholds", "0.9", "--json")
     assert done.returncode == 0, done.stderr

@@ -46,6 +46,7 @@ def _partial(tmp_path: Path) -> list[Path]:
     return list((tmp_path / "hub" / "models--acme--tiny" / "blobs").glob("*.incomplete"))
 
 
+@pytest.mark.slow
 def test_pull_resumes_after_a_kill_and_takes_safetensors_only(tmp_path, monkeypatch):
     weights = (bundled_tiny_dir() / "model.safetensors").read_bytes()
     with HubServer({"acme/tiny": _tiny_repo()}, throttle="model.safetensors", pause_after=PAUSE_AFTER) as server:

@@ -170,6 +170,7 @@ def test_loading_a_model_that_does_not_fit_is_refused_before_reading_a_tensor(tm
     assert "does not fit cpu" in str(info.value) and "\n" not in str(info.value)
 
 
+@pytest.mark.slow
 def test_generate_on_a_checkpoint_that_does_not_fit_exits_2_with_one_line(tmp_path):
     directory = _header_only_checkpoint(tmp_path / "huge", shape=(1 << 26, 1 << 14))
     done = subprocess.run([sys.executable, "-m", "clover_cli.cli", "generate", "--model", str(directory),

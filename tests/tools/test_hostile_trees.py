@@ -86,6 +86,7 @@ def _pathological_ignores(root: Path) -> str:
     return f"{'a' * 200}/{'a' * 200}.py"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_pathological_ignore_lines_cost_a_bounded_amount_of_work(tmp_path):
     from clover_cli.tools import gitignore

@@ -42,6 +42,7 @@ def trace(tmp_path, monkeypatch):
     return path
 
 
+@pytest.mark.slow
 def test_sixty_thousand_starred_lines_are_never_handed_to_git(tmp_path, trace):
     lines = "".join(f"*a*q{n}\n" for n in range(60_000)) + "*.log\n"
     root = _repo(tmp_path / "repo", lines)
@@ -66,6 +67,7 @@ def test_a_few_rules_still_go_to_git(tmp_path, trace):
     assert any("--exclude-standard" in line for line in _git_asked(trace))
 
 
+@pytest.mark.slow
 def test_reading_many_large_ignore_files_is_counted_work(tmp_path):
     root = tmp_path / "tree"
     big = "".join(f"*a*q{n}\n" for n in range(gitignore.MAX_LINES))

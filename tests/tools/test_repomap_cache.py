@@ -6,6 +6,8 @@ import os
 import pickle
 import sqlite3
 
+import pytest
+
 from clover_cli.tools.registry import run_tool
 from clover_cli.tools.statedir import repo_cache_dir
 
@@ -53,6 +55,7 @@ def test_a_shipped_pickle_is_never_loaded(git_repo, tmp_path):
     assert tables == {"tags", "graph", "results"}
 
 
+@pytest.mark.slow
 def test_every_damaged_cache_is_rebuilt_with_the_same_map(git_repo):
     _repo(git_repo)
     good = run_tool("repo_map", {"budget_tokens": 500}, git_repo)

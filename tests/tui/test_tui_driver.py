@@ -20,6 +20,7 @@ def notices(app) -> list[str]:
     return [n.message for n in app.chat.transcript.query(NoticeLine)]
 
 
+@pytest.mark.slow
 async def test_a_turn_runs_on_the_turn_driver_and_esc_cancels_through_it(repo):
     # 0.5 s a chunk: the 300 words would stream for 3 minutes, so only the cancel can end the turn
     app = make_app(repo, ["word " * 300, "Second answer."], chunk_chars=4, delay=0.5)
@@ -43,6 +44,7 @@ async def test_a_turn_runs_on_the_turn_driver_and_esc_cancels_through_it(repo):
         assert "Second answer." in screen_text(app)
 
 
+@pytest.mark.slow
 async def test_esc_during_compact_keeps_the_conversation(repo):
     # 0.5 s a chunk: the summary would stream for 2 minutes, so only the cancel can end it
     app = make_app(repo, ["first answer", "A long summary. " * 60], chunk_chars=4, delay=0.5)

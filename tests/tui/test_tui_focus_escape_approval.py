@@ -37,6 +37,7 @@ async def stop_with_escape(pilot) -> None:
     assert driver.cancelled and driver.finished.reason == "cancelled"
 
 
+@pytest.mark.slow
 async def test_typing_after_clicking_a_panel_and_after_tab_lands_in_the_prompt(repo):
     app = make_app(repo, ["Reading.\n" + call("read_file", path="greet.py"), "It greets."])
     async with app.run_test(size=(80, 24)) as pilot:

@@ -16,6 +16,7 @@ def notices(app) -> list[str]:
     return [n.message for n in app.chat.transcript.query(NoticeLine)]
 
 
+@pytest.mark.slow
 async def test_multiline_prompt_history_and_completion(repo):
     app = make_app(repo, ["one", "two"])
     async with app.run_test(size=(80, 24)) as pilot:

@@ -19,6 +19,7 @@ pytestmark = pytest.mark.timeout(180)  # a hang guard above the 60 s waits
 NEW_BELOW = "new messages below"
 
 
+@pytest.mark.slow
 async def test_a_notice_added_while_scrolled_up_is_announced(repo):
     app = make_app(repo, ["\n\n".join(f"paragraph {i}" for i in range(40))])
     async with app.run_test(size=(80, 24)) as pilot:

@@ -109,6 +109,7 @@ def _attention_layers(model) -> int:
 
 @pytest.mark.parametrize("kind,threshold", [("hybrid", 0.95), ("qwen3_5_moe", 0.6),  # (its GDN
                                               ("clover-transformers", 0.95)])  # forwards are slow)
+@pytest.mark.slow
 def test_transformers_networks_keep_the_zero_mask_and_sdpa_skips_it(tiny_dirs, qwen3_5_moe_dir, kind,
                                                                      threshold):
     """Qwen3-Next, Qwen3.5-MoE and transformers' Qwen3: the forward still gets the (zero) mask,
