@@ -17,6 +17,8 @@ import pytest
 from .helpers import make_repo
 from .openai_server import ScriptedServer, sse_text
 
+pytestmark = pytest.mark.slow  # each case runs a real `clover acp` process
+
 KEY = "sk-live-7Hq2Lm9Xc4Vb8Nz1"
 
 

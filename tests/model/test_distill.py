@@ -126,6 +126,7 @@ def test_distill_batches_never_use_the_ar_layout(tmp_path, bundled_dir):
                 echo=lambda s: None)
 
 
+@pytest.mark.slow
 def test_make_distill_command(tmp_path, bundled_dir):
     from clover_cli.commands.train_cmd import train
 

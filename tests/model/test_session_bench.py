@@ -121,6 +121,7 @@ def test_clover_bench_session_json_reports_each_step_cold_and_warm(small_ckpt, b
     assert set(report["targets"]) == {"prefill_bounded", "flat_decode", "speedup"}
 
 
+@pytest.mark.slow
 def test_replay_past_the_window_trims_and_keeps_outputs_identical(small_ckpt):
     from clover_cli.engine.loader import load_model
 
