@@ -21,8 +21,8 @@ top-1 agreement against float32, teacher-forced on 64 tokens of code):
 The formats (integers and scales; the bytes per parameter are fit.QUANTIZED_BYTES_PER_PARAM's):
 - int8: per output row, symmetric (scale = max|w| / 127.5, q in [-128, 127]): the scheme of
   torchao's `Int8WeightOnlyConfig` (`Int8Tensor.from_hp(w, PerRow())`), bit for bit (checked
-  against torchao 0.18.0 where it is installed: `pip install torchao==0.18.0`, then
-  `pytest tests/engine/conformance/test_quantized.py -k torchao`), and its weight-only linear
+  in every test run against torchao 0.18.0, which scripts/setup-dev.sh installs into
+  `.venv/oracles`, off sys.path: tests/engine/conformance/test_quantized.py), and its weight-only linear
   (the int8 weight cast to the activation's dtype, one mm, the row scales on the output).
   Written here rather than imported: with torchao installed, transformers imports it on every
   model load (`transformers.modeling_utils` -> `quantizer_torchao`), measured +3.3 s of import

@@ -14,5 +14,7 @@ fi
 bash scripts/install.sh --dev
 # flash-linear-attention's reference ops (fla-core), the kernel tests' independent oracle, in a folder
 # of their own: installed in the venv, `fla` is imported by transformers' Qwen3-Next layers, which then
-# run fla's Triton kernels in place of their torch path (tests/kernels/test_kernel_gated_delta_fla.py)
-.venv/bin/python -m pip install -q --no-deps --upgrade --target .venv/oracles fla-core==0.6.0 einops==0.8.2
+# run fla's Triton kernels in place of their torch path (tests/kernels/test_kernel_gated_delta_fla.py);
+# torchao likewise, the oracle of our int8 scheme: installed, transformers imports it on every model
+# load (+3.3 s, engine/quantize.py) (tests/engine/conformance/test_quantized.py)
+.venv/bin/python -m pip install -q --no-deps --upgrade --target .venv/oracles fla-core==0.6.0 einops==0.8.2 torchao==0.18.0

@@ -164,10 +164,29 @@ def test_the_cli_shows_the_format(clover, tiny_dirs):
     assert ran.exit_code == 0 and "cpu · float32 · int8" in ran.stderr, ran.stderr
 
 
+def _torchao_oracle():
+    """torchao 0.18.0's quantization package and PerRow, imported from `.venv/oracles` (where
+    scripts/setup-dev.sh installs it, off sys.path: installed in the venv, transformers would
+    import it on every model load). A missing oracle fails the test rather than skipping it."""
+    import importlib
+    import sys
+    from pathlib import Path
+
+    oracles = Path(sys.prefix) / "oracles"
+    if not (oracles / "torchao").is_dir():
+        pytest.fail(f"{oracles / 'torchao'} is missing: bash scripts/setup-dev.sh installs torchao there")
+    sys.path.insert(0, str(oracles))
+    try:
+        quantization = importlib.import_module("torchao.quantization")
+        granularity = importlib.import_module("torchao.quantization.granularity")
+    finally:
+        sys.path.remove(str(oracles))
+    return quantization, granularity.PerRow
+
+
 def test_int8_integers_and_scales_are_torchaos():
     """Our int8 is torchao's Int8WeightOnlyConfig scheme, bit for bit (float32 and bfloat16)."""
-    torchao = pytest.importorskip("torchao.quantization")
-    from torchao.quantization.granularity import PerRow
+    torchao, PerRow = _torchao_oracle()
 
     from clover_cli.engine.quantize import quantize_int8
 
