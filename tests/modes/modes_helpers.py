@@ -111,3 +111,16 @@ def clover(*args, cwd, timeout=120):
     """Run `python -m clover_cli.cli ARGS` as a real subprocess."""
     return run([sys.executable, "-m", "clover_cli.cli", *args], cwd, check=False,
                env=clover_env(), timeout=timeout)
+
+
+def secret_home(tmp_path, monkeypatch, key: str):
+    """A $HOME holding secrets (an SSH key, a .pgpass) and the API key in the environment, as is
+    and reversed: what a sandboxed install or test step must not reach."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text("SSH-SECRET")
+    (home / ".pgpass").write_text("PGPASS-SECRET")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    monkeypatch.setenv("SPARE_KEY_COPY", key[::-1])
+    return home

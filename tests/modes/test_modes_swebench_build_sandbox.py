@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import env_cases as ec
-from modes_helpers import git
+from modes_helpers import git, secret_home
 from clover_cli.modes.swebench.environments import EnvError, ensure_env, env_key
 from clover_cli.modes.swebench.specs import EvalSpec
 from clover_cli.tools import sandbox
@@ -52,13 +52,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
 
 @pytest.fixture
 def home(tmp_path, monkeypatch):
-    home = tmp_path / "home"
-    (home / ".ssh").mkdir(parents=True)
-    (home / ".ssh" / "id_rsa").write_text("SSH-SECRET")
-    (home / ".pgpass").write_text("PGPASS-SECRET")
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    monkeypatch.setenv("SPARE_KEY_COPY", KEY[::-1])
+    home = secret_home(tmp_path, monkeypatch, KEY)
     monkeypatch.setenv("PIP_NO_INDEX", "1")  # offline: the hostile package is a local folder
     monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
     monkeypatch.delenv("CLOVER_SANDBOX", raising=False)

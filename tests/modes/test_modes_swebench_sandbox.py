@@ -9,6 +9,7 @@ import sys
 import pytest
 
 import swe_cases as sc
+from modes_helpers import secret_home
 from clover_cli.modes.swebench.evaluate import EvalOptions, evaluate_prediction
 from clover_cli.tools import sandbox
 
@@ -36,13 +37,7 @@ _leak()
 
 @pytest.fixture
 def home(tmp_path, monkeypatch):
-    home = tmp_path / "home"
-    (home / ".ssh").mkdir(parents=True)
-    (home / ".ssh" / "id_rsa").write_text("SSH-SECRET")
-    (home / ".pgpass").write_text("PGPASS-SECRET")
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    monkeypatch.setenv("SPARE_KEY_COPY", KEY[::-1])
+    home = secret_home(tmp_path, monkeypatch, KEY)
     return home
 
 
