@@ -19,6 +19,7 @@ from typing import Any, Iterator
 import torch
 
 from .config import GenerationConfig
+from .families import settled
 from .decode_loop import DecodeLoop, PrefillInfo, Unit, seeded_generator
 from .kernel_hooks import denoise_step
 from .events import DenoiseStep
@@ -30,6 +31,7 @@ from .runtime import (DecodeMasks, ForwardRunner, TextStreamer, attention_layer_
                       block_causal_mask, crop_attention, has_recurrent, hidden_token_ids,
                       make_cache, mask_is_zero, reserve_cache, restore_recurrent, snapshot_recurrent)
 from .selection import select, softmax_dtype
+from .settings import BlockSettings
 from .transfer_schedule import at_least, transfer_schedule
 
 PREFILL_CHUNK_TOKENS = 1024  # a long prompt never needs one giant attention matrix
@@ -46,7 +48,9 @@ class BlockDecoder:
         request's cache in (engine/prefix_cache.py)."""
         if not prompt_ids:
             raise ValueError("empty prompt: block decoding needs at least one prompt token")
+        cfg = settled(lm, cfg)  # the family's own settings (engine/settings.py)
         self.lm, self.cfg, self.cancel = lm, cfg, cancel
+        self.settings: BlockSettings = cfg.family
         self.prompt = list(prompt_ids)
         self.healing = healing
         self.B = cfg.block_size or lm.block_size
@@ -56,7 +60,7 @@ class BlockDecoder:
         self.shifted = family.shifted_logits
         self.recurrent = family.recurrent
         self.first_token_rule = family.first_token_rule
-        self.sub = min(self.B, cfg.sub_block_size or family.sub_block or self.B)
+        self.sub = min(self.B, self.settings.sub_block_size or family.sub_block or self.B)
         self.mask_in_softmax = family.mask_in_softmax
         # LLaDA2: a budget under its 32 steps makes each step commit more (transfer_schedule.py)
         self.schedule = transfer_schedule(self.B, family.steps, cfg.max_new_tokens)
@@ -84,7 +88,7 @@ class BlockDecoder:
         self._positions = self._mask = None
         self._masks: DecodeMasks | None = None  # decode masks as views (set up by run())
         self._attn: tuple[int, list[int]] | None = None  # (layer count, attention layer indices)
-        self.processing = cfg.repetition_penalty > 1.0 or cfg.progressive_ending
+        self.processing = cfg.repetition_penalty > 1.0 or self.settings.progressive_ending
         self.streamer = TextStreamer(lm.tokenizer, hidden_token_ids(lm.tokenizer, self.eos, self.mask_id),
                                      skip=healing.prefix if healing else "")
         self.generator = seeded_generator(self.device, cfg)
@@ -108,7 +112,7 @@ class BlockDecoder:
 
     def _prefill(self, cache, end: int) -> torch.Tensor | None:
         """Write prompt[cached:end] (whole blocks) into the cache in block-aligned chunks."""
-        blocks = self.cfg.prefill_chunk_blocks or max(1, PREFILL_CHUNK_TOKENS // self.B)
+        blocks = self.settings.prefill_chunk_blocks or max(1, PREFILL_CHUNK_TOKENS // self.B)
         chunk = blocks * self.B
         last = None
         ids = torch.tensor(self.prompt[:end], device=self.device)
@@ -237,6 +241,7 @@ class BlockDecoder:
             row = carry
             if self.processing:  # repetition control / progressive ending, as for any step
                 row = process_logits(carry[None], self.cfg, recent=generated, generated=len(generated),
+                                     progressive=self.settings.progressive_ending,
                                      eos_ids=self.eos)[0]
             if self.healing is not None and block_index == 0:
                 row = self.healing.constrain(row)
@@ -257,6 +262,7 @@ class BlockDecoder:
             fixed, end = step.fixed, step.end
             recent = step.generated + block[fixed:end][~masked[fixed:end]].tolist()
             logits = process_logits(logits, self.cfg, recent=recent, generated=len(recent),
+                                    progressive=self.settings.progressive_ending,
                                     eos_ids=self.eos)
         if self.healing is not None and step.block_index == 0 and heal:
             logits = logits.clone()  # the first generated token continues the prompt's text
@@ -292,7 +298,7 @@ class BlockDecoder:
             if eos_at >= 0 and selected_stop:
                 return block, eos_at
             live = masked
-            if cfg.eos_confine and first_eos >= 0:
+            if self.settings.eos_confine and first_eos >= 0:
                 live = masked & (self._index < first_eos)
                 if not bool(live.any()):
                     break

@@ -27,6 +27,7 @@ import torch
 
 from .block_decode import BlockDecoder
 from .events import DenoiseStep
+from .settings import EditSettings
 
 # how a LLaDA2.1 release is named: its config.json is LLaDA2.0's (model_type llada2_moe, the same
 # network and keys), so the checkpoint is told apart by its name or path (an hf: download sits
@@ -42,17 +43,19 @@ def is_llada21(lm) -> bool:
 
 
 def editing_wanted(lm, cfg) -> bool:
-    """Whether this request decodes with token editing: GenerationConfig.editing, or by default
-    the checkpoint's own (LLaDA2.1). ValueError (one line) when editing is asked of a family
-    that has no editing decode or with settings it does not take."""
-    on = is_llada21(lm) if cfg.editing is None else cfg.editing
+    """Whether this request decodes with token editing: its settings' `editing` (EditSettings,
+    engine/settings.py), or by default the checkpoint's own (LLaDA2.1). `cfg` is settled (its
+    `family` is the family's class); a family with no editing decode never edits (asking it to is
+    refused when the settings are settled). ValueError (one line) for settings editing does not take."""
+    settings = cfg.family
+    if not isinstance(settings, EditSettings):
+        return False
+    on = is_llada21(lm) if settings.editing is None else settings.editing
     if not on:
         return False
-    if lm.family.row.editor is None:
-        raise ValueError(f"token editing is LLaDA2.1's decode; this is a {lm.family.name} checkpoint")
     if cfg.temperature > 0:
         raise ValueError("token editing (LLaDA2.1) decodes greedily here; use temperature 0 or --no-edit")
-    if cfg.eos_confine or cfg.sub_block_size:
+    if settings.eos_confine or settings.sub_block_size:
         raise ValueError("--eos-confine and --sub-block do not apply to token editing (LLaDA2.1)")
     return True
 
@@ -85,7 +88,7 @@ class EditDecoder(BlockDecoder):
             filling = bool(masked.any())
             if not filling:
                 post += 1
-                if post > cfg.max_post_steps:
+                if post > self.settings.max_post_steps:
                     break
             logits = self._step_logits(block, masked, step, pending, heal=True)
             pending = None
@@ -96,7 +99,7 @@ class EditDecoder(BlockDecoder):
                 if not bool(commit.any()):
                     best = torch.where(masked, conf, torch.full_like(conf, float("-inf")))
                     commit[int(best.argmax())] = True
-            edit = ~masked & editable_area & (tokens != block) & (conf > cfg.editing_threshold)
+            edit = ~masked & editable_area & (tokens != block) & (conf > self.settings.editing_threshold)
             block = torch.where(commit | edit, tokens, block)
             masked = masked & ~commit
             steps += 1

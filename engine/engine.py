@@ -8,8 +8,7 @@ from typing import Iterator
 from .config import GenerationConfig
 from .edit_decode import editing_wanted
 from .events import GenerationResult
-from .families import check_settings
-from .fullattn_parts import resolve_mode
+from .families import settled
 from .healing import heal_prompt
 from .prefix_cache import PrefixCache, default_budget_bytes
 from .threads import SMALL_MODEL_PARAMS, THREADS_ENV, ThreadGovernor, apply_cpu_threads  # noqa: F401
@@ -61,13 +60,11 @@ class Engine:
         """Yield DenoiseStep / BlockCommitted events; the last event is a GenerationResult.
         reuse: start from the longest prefix an earlier request's cache shares with the prompt,
         and keep this request's cache for later ones (False: neither)."""
-        cfg = config or GenerationConfig()
-        resolve_mode(self.lm.family.name, cfg.diffusion_mode)  # a mode for another family: error
+        cfg = settled(self.lm, config or GenerationConfig())  # SettingsError: not this family's
         choice = self._governor.refresh()  # other work since the last request (engine/threads.py)
         if choice is not None:
             self.threads, self.threads_reason = choice.threads, choice.reason
         row = self.lm.family.row  # its decoder (the family table, engine/families.py)
-        check_settings(row, cfg)  # LLaDA 1.x's remasking / cfg_scale for another family: error
         if not row.prompt_reuse:  # DiffusionGemma, Dream, LLaDA 1.x: no healing, no prefix reuse
             return row.decoder_class()(self.lm, list(prompt_ids), cfg, cancel).run()
         healing = heal_prompt(self.lm, list(prompt_ids)) if cfg.token_healing else None

@@ -3,13 +3,17 @@
 `detect_family` reads a config into a `Family`: diffusion or autoregressive, which mask id and
 block size, whether logits are shifted by one (position i-1 predicts token i, Fast-dLLM v2 /
 Dream). The family table below (`ROWS`) says everything else the code asks of a family: its
-decoder, its load hook, the generation options it takes, its labels and its tool-call markup.
+decoder, its load hook, the generation options it takes and its own settings class
+(engine/settings.py), its labels and its tool-call markup.
 This module is the only place a family's name is compared (tests/engine/test_family_table.py).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from .settings import (ALL_NAMES, BlockSettings, EditSettings, LladaSettings, ModeSettings, Settings,
+                       asks_nothing, for_family)
 
 
 class FamilyError(ValueError):
@@ -126,19 +130,15 @@ def detect_family(config: dict[str, Any], *, block_size: int | None = None) -> F
 
 # ---- the family table (docs/design.md, "The family table") ----
 
-# the generation options a family may take: `clover generate`'s flags, by click parameter name
-# (GenerationConfig's fields); the universal ones (budget, seed, stop strings) are not listed
-BLOCK_OPTIONS = frozenset({"threshold", "temperature", "top_p", "block_size", "sub_block",
-                           "repetition_penalty", "progressive_ending", "token_healing", "eos_confine"})
-EDIT_OPTIONS = frozenset({"editing", "editing_threshold", "max_post_steps"})  # LLaDA2.1 editing
-FULLATTN_OPTIONS = frozenset({"threshold", "temperature", "top_p", "block_size", "diffusion_steps"})
-# LLaDA 1.x's own generate options (exact mode only: the decoder refuses them in prefix / dual)
-LLADA_OPTIONS = frozenset({"remasking", "cfg_scale"})
-# AR decoding takes its sampler's options; the threshold, sub-blocks and EOS confinement hold
-# trivially at one token per forward (a block of one), so they are taken too
-AR_OPTIONS = frozenset({"threshold", "temperature", "top_p", "sub_block", "repetition_penalty",
-                        "token_healing", "eos_confine"})
-OPTIONS = BLOCK_OPTIONS | EDIT_OPTIONS | FULLATTN_OPTIONS | LLADA_OPTIONS
+# the GenerationConfig options a family may take, by name (`clover generate`'s flags are named the
+# same); the universal ones (budget, seed, stop strings) are not listed. The rest of a family's
+# options are its settings class's fields (engine/settings.py).
+BLOCK_COMMON = frozenset({"threshold", "temperature", "top_p", "block_size", "repetition_penalty", "token_healing"})
+FULLATTN_COMMON = frozenset({"threshold", "temperature", "top_p", "block_size"})
+# AR decoding takes its sampler's options; the threshold holds trivially at one token per forward
+# (a block of one), as do sub-blocks and EOS confinement (settings.asks_nothing at block 1)
+AR_COMMON = frozenset({"threshold", "temperature", "top_p", "repetition_penalty", "token_healing"})
+OPTIONS = BLOCK_COMMON | FULLATTN_COMMON | AR_COMMON | ALL_NAMES
 # the markup a family's chat template teaches for a tool call (clover_cli/agent/parsing.py reads both)
 TOOL_CALL_MARKUP = {"hermes": ("<tool_call>", "</tool_call>"), "gemma": ("<|tool_call>", "<tool_call|>")}
 
@@ -154,7 +154,8 @@ class FamilyRow:
     network: str  # load hook (engine/loader.py): "auto" (our Qwen module where it runs the
     #   checkpoint and native modules are on, else transformers'), "own:qwen" / "own:llada1" /
     #   "own:llada2" (our engine/models/ module, always) or "gemma" (engine/gemma_load.py)
-    options: frozenset[str]  # the generation options (OPTIONS) its decode takes
+    common: frozenset[str]  # the GenerationConfig options (above) its decode takes
+    settings: type[Settings] = Settings  # its own settings class (engine/settings.py)
     tool_calls: str = "hermes"  # its tool-call markup (TOOL_CALL_MARKUP)
     editor: str | None = None  # "module:Class": the decoder when token editing is on (LLaDA2.1)
     unit: str = "block"  # what its unit of decoding is called
@@ -181,30 +182,20 @@ class FamilyRow:
         """The opening and closing text of one tool call in this family's markup."""
         return TOOL_CALL_MARKUP[self.tool_calls]
 
+    @property
+    def options(self) -> frozenset[str]:
+        """Every option its decode takes: the common ones and its settings' fields."""
+        return self.common | self.settings.names()
+
+    def settings_for(self, given: Settings | None, block: int) -> Settings:
+        """`given` as this family's settings class (settings.for_family): SettingsError, one
+        line, for a field it does not take set to anything its decode lacks."""
+        return for_family(self.settings, given, block=block, family=self.short, takers=takers)
+
     def refused(self, given: dict[str, Any], block: int) -> list[str]:
         """The options in `given` (name -> value) this family cannot honour: ones it does not
         take, set to anything but the state it already has (`asks_nothing`)."""
         return [o for o, v in given.items() if o not in self.options and not asks_nothing(o, v, block)]
-
-
-def asks_nothing(option: str, value: Any, block: int) -> bool:
-    """Whether `value` asks a family that does not take `option` for nothing it lacks: the
-    option's off state (no healing, penalty 1, top-p 1, no post-fill steps), its own block, or
-    sub-blocks as large as that block, low-confidence remasking, guidance scale 0. A threshold,
-    a temperature, editing's threshold and diffusion steps have no such value."""
-    if option in ("token_healing", "progressive_ending", "eos_confine", "editing"):
-        return value is False or value is None
-    if option in ("top_p", "repetition_penalty"):
-        return value == 1.0
-    if option in ("max_post_steps", "cfg_scale"):
-        return value == 0
-    if option == "remasking":
-        return value == "low_confidence"
-    if option == "block_size":
-        return value == block
-    if option == "sub_block":
-        return value >= block
-    return False
 
 
 _GEMMA_NOTE = ("it samples with its entropy-bound sampler, set by the checkpoint's "
@@ -212,34 +203,43 @@ _GEMMA_NOTE = ("it samples with its entropy-bound sampler, set by the checkpoint
 _BLOCK, _AR = "block_decode:BlockDecoder", "ar_decode:ARDecoder"
 _FULLATTN, _GEMMA = "fullattn_decode:FullAttnDecoder", "gemma_decode:GemmaDecoder"
 ROWS = (
-    FamilyRow("clover", "Clover block diffusion", "Clover", _BLOCK, "auto", BLOCK_OPTIONS),
-    FamilyRow("sdar", "SDAR block diffusion", "SDAR", _BLOCK, "auto", BLOCK_OPTIONS,
+    FamilyRow("clover", "Clover block diffusion", "Clover", _BLOCK, "auto", BLOCK_COMMON, BlockSettings),
+    FamilyRow("sdar", "SDAR block diffusion", "SDAR", _BLOCK, "auto", BLOCK_COMMON, BlockSettings,
               confidence_dtype="logits"),
-    FamilyRow("fast_dllm_v2", "Fast-dLLM v2 block diffusion", "Fast-dLLM v2", _BLOCK, "auto", BLOCK_OPTIONS,
-              confidence_dtype="logits"),
-    FamilyRow("llada2", "LLaDA2 block diffusion (MoE)", "LLaDA2", _BLOCK, "own:llada2",
-              BLOCK_OPTIONS | EDIT_OPTIONS, editor="edit_decode:EditDecoder"),
-    FamilyRow("hybrid", "Gated DeltaNet hybrid block diffusion", "GDN hybrid", _BLOCK, "auto", BLOCK_OPTIONS),
-    FamilyRow("dream", "Dream full-attention diffusion", "Dream", _FULLATTN, "own:qwen", FULLATTN_OPTIONS,
-              modes=True, own_attention=True, prompt_reuse=False, confidence_dtype="logits"),
+    FamilyRow("fast_dllm_v2", "Fast-dLLM v2 block diffusion", "Fast-dLLM v2", _BLOCK, "auto", BLOCK_COMMON,
+              BlockSettings, confidence_dtype="logits"),
+    FamilyRow("llada2", "LLaDA2 block diffusion (MoE)", "LLaDA2", _BLOCK, "own:llada2", BLOCK_COMMON,
+              EditSettings, editor="edit_decode:EditDecoder"),
+    FamilyRow("hybrid", "Gated DeltaNet hybrid block diffusion", "GDN hybrid", _BLOCK, "auto", BLOCK_COMMON,
+              BlockSettings),
+    FamilyRow("dream", "Dream full-attention diffusion", "Dream", _FULLATTN, "own:qwen", FULLATTN_COMMON,
+              ModeSettings, modes=True, own_attention=True, prompt_reuse=False, confidence_dtype="logits"),
     FamilyRow("llada", "LLaDA 1.x full-attention diffusion", "LLaDA 1.x", _FULLATTN, "own:llada1",
-              FULLATTN_OPTIONS | LLADA_OPTIONS, modes=True, own_attention=True, prompt_reuse=False,
+              FULLATTN_COMMON, LladaSettings, modes=True, own_attention=True, prompt_reuse=False,
               confidence_dtype="logits"),  # exact; the Fast-dLLM v1 modes: float64 (fullattn_decode.py)
     FamilyRow("diffusion_gemma", "DiffusionGemma canvas diffusion", "DiffusionGemma", _GEMMA, "gemma",
               frozenset(), tool_calls="gemma", unit="canvas", sampler="entropy-bound",
               sampler_note=_GEMMA_NOTE, own_attention=True, prompt_reuse=False),
-    FamilyRow("ar", "autoregressive", "AR", _AR, "auto", AR_OPTIONS),
+    FamilyRow("ar", "autoregressive", "AR", _AR, "auto", AR_COMMON),
 )
 FAMILIES = {row.name: row for row in ROWS}
 
 
-def check_settings(row: FamilyRow, cfg: Any) -> None:
-    """ValueError (one line) when a GenerationConfig sets a family option that no other part of
-    the decode checks (LLADA_OPTIONS) for a family that does not take it; its default is accepted."""
-    refused = row.refused({o: getattr(cfg, o) for o in sorted(LLADA_OPTIONS)}, 0)
-    if refused:
-        raise ValueError(f"{', '.join(refused)}: only LLaDA 1.x's exact mode takes it, not {row.short} "
-                         "(docs/design.md, \"The family table\")")
+def takers(option: str) -> str:
+    """The families whose decode takes `option`, e.g. `Dream and LLaDA 1.x`."""
+    names = [row.short for row in ROWS if option in row.options]
+    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names) or "no"
+
+
+def settled(lm, cfg: Any) -> Any:
+    """`cfg` (a GenerationConfig) with its `family` settings as the class of `lm`'s family (the
+    defaults where it has none): what every decoder reads. SettingsError (one line) for a
+    setting the family does not take (settings.for_family)."""
+    import dataclasses
+
+    row = lm.family.row
+    settings = row.settings_for(cfg.family, int(cfg.block_size or lm.block_size or 1))
+    return cfg if settings is cfg.family else dataclasses.replace(cfg, family=settings)
 
 
 def with_modes() -> tuple[str, ...]:

@@ -36,26 +36,28 @@ import torch.nn.functional as F
 
 from .config import GenerationConfig
 from .decode_loop import DecodeLoop, Unit, seeded_generator
+from .families import settled
 from .events import DenoiseStep
 from .fullattn_parts import (DEFAULT_MODE, DREAM_ALGS, FULL_ATTENTION, MODE_LABELS, MODES,  # noqa: F401
                              KVSnapshot, generation_defaults, mode_label, resolve_mode, sample_tokens)
 from .runtime import ForwardRunner, TextStreamer, hidden_token_ids
+from .settings import LladaSettings, ModeSettings
 
 class FullAttnDecoder:
     """One generation of a Dream or LLaDA 1.x checkpoint. Iterate `run()` for events."""
 
     def __init__(self, lm, prompt_ids: list[int], cfg: GenerationConfig,
-                 cancel: threading.Event | None = None, *, dream: bool | None = None,
-                 mode: str | None = None, remasking: str | None = None, cfg_scale: float | None = None):
-        """dream: decode as Dream's references (else LLaDA 1.x's); None: as the family's
-        logits say (Dream's are shifted, LLaDA's are not). mode: exact / prefix / dual; None:
-        cfg.diffusion_mode or the family's default (fullattn_parts.resolve_mode). remasking
-        ("low_confidence" or "random") and cfg_scale (classifier-free guidance): LLaDA's
-        exact generate's own options (ValueError, one line, anywhere else); None: cfg's."""
+                 cancel: threading.Event | None = None, *, dream: bool | None = None):
+        """dream: decode as Dream's references (else LLaDA 1.x's); None: as the family's logits
+        say (Dream's are shifted, LLaDA's are not). The mode, steps and Dream's alg are the
+        family's settings (cfg.family: ModeSettings; LLaDA 1.x's LladaSettings add remasking and
+        cfg_scale, its exact generate's own options: ValueError, one line, in another mode)."""
         if not prompt_ids:
             raise ValueError("empty prompt: diffusion decoding needs at least one prompt token")
+        cfg = settled(lm, cfg)  # the family's own settings (engine/settings.py)
         self.lm, self.cfg, self.cancel = lm, cfg, cancel
-        self.mode = mode or resolve_mode(lm.family.name, cfg.diffusion_mode)
+        self.settings: ModeSettings = cfg.family
+        self.mode = resolve_mode(lm.family.name, self.settings.diffusion_mode)
         self.dream = lm.family.shifted_logits if dream is None else dream
         self.prompt = list(prompt_ids)
         self.mask_id = lm.mask_token_id
@@ -63,32 +65,26 @@ class FullAttnDecoder:
         self.device = lm.device
         self.gen = generation_defaults(lm)
         self.B = cfg.block_size or 32  # Fast-dLLM v1's and our LLaDA default block_length
-        self.remasking = cfg.remasking if remasking is None else remasking
-        self.cfg_scale = float(cfg.cfg_scale if cfg_scale is None else cfg_scale)
-        self._check_llada_options()
+        llada = self.settings if isinstance(self.settings, LladaSettings) else LladaSettings()
+        self.remasking, self.cfg_scale = llada.remasking, llada.cfg_scale
+        if (self.remasking != "low_confidence" or self.cfg_scale) and (self.dream or self.mode != "exact"):
+            raise ValueError("random remasking and cfg_scale are LLaDA's exact decode's options "
+                             "(a LLaDA 1.x checkpoint with --diffusion-mode exact)")
         self.generator = seeded_generator(self.device, cfg, cfg.temperature > 0 or self.remasking == "random"
                                           or (self.dream and self.mode == "exact" and self._alg() == "origin"))
         self.runner = ForwardRunner(lm.model)  # times the forwards (the network is called here)
         self.streamer = TextStreamer(lm.tokenizer, hidden_token_ids(lm.tokenizer, self.eos, self.mask_id))
         self.n = len(self.prompt)
-        if self.mode == "exact" and not self.dream and cfg.diffusion_steps:  # LLaDA: checked up front
+        steps = self.settings.diffusion_steps
+        if self.mode == "exact" and not self.dream and steps:  # LLaDA: checked up front
             blocks = -(-cfg.max_new_tokens // self.B)
-            if cfg.diffusion_steps % blocks:
-                raise ValueError(f"diffusion steps ({cfg.diffusion_steps}) must be a multiple of the "
+            if steps % blocks:
+                raise ValueError(f"diffusion steps ({steps}) must be a multiple of the "
                                  f"number of blocks ({blocks})")
 
     # -- settings ------------------------------------------------------------------------
-    def _check_llada_options(self) -> None:
-        if self.remasking not in ("low_confidence", "random"):
-            raise ValueError(f"remasking must be low_confidence or random, got {self.remasking!r}")
-        if self.cfg_scale < 0:
-            raise ValueError(f"cfg_scale must be >= 0, got {self.cfg_scale}")
-        if (self.remasking != "low_confidence" or self.cfg_scale) and (self.dream or self.mode != "exact"):
-            raise ValueError("random remasking and cfg_scale are LLaDA's exact decode's options "
-                             "(a LLaDA 1.x checkpoint with --diffusion-mode exact)")
-
     def _alg(self) -> str:
-        alg = self.cfg.diffusion_alg or self.gen.get("alg") or "origin"
+        alg = self.settings.diffusion_alg or self.gen.get("alg") or "origin"
         if alg not in DREAM_ALGS:
             raise ValueError(f"unknown Dream alg {alg!r} (choose from {', '.join(DREAM_ALGS)})")
         return alg
@@ -186,7 +182,7 @@ class FullAttnDecoder:
     def exact_steps(self, gen_length: int) -> int:
         """Dream exact's step count: --diffusion-steps, else generation_config.json's `steps`,
         else one per generated position."""
-        return self.cfg.diffusion_steps or int(self.gen.get("steps") or gen_length)
+        return self.settings.diffusion_steps or int(self.gen.get("steps") or gen_length)
 
     def _dream_exact(self, gen_length: int):
         cfg, x = self.cfg, self.x
@@ -249,7 +245,7 @@ class FullAttnDecoder:
     def _llada_exact(self, gen_length: int):
         x, B, n = self.x, self.B, self.n
         blocks = gen_length // B
-        steps = self.cfg.diffusion_steps or gen_length
+        steps = self.settings.diffusion_steps or gen_length
         if steps % blocks:
             raise ValueError(f"diffusion steps ({steps}) must be a multiple of the number of blocks ({blocks})")
         per_block = steps // blocks

@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from .families import FAMILIES, with_modes
+from .settings import MODES
 
-MODES = ("exact", "prefix", "dual")
 DEFAULT_MODE = "dual"  # measured faster than prefix on the tiny model (docs/engine.md)
 MODE_LABELS = {"exact": "exact (reference)", "prefix": "prefix cache (approx)",
                "dual": "dual cache (approx)"}

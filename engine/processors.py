@@ -33,10 +33,11 @@ def progressive_eos_bias(generated: int, budget: int) -> float:
 
 
 def process_logits(logits: torch.Tensor, cfg: GenerationConfig, *, recent: list[int],
-                   generated: int, eos_ids: tuple[int, ...]) -> torch.Tensor:
-    """Apply the enabled processors to logits [L, V] (float32) and return new logits."""
+                   generated: int, eos_ids: tuple[int, ...], progressive: bool = False) -> torch.Tensor:
+    """Apply the enabled processors to logits [L, V] (float32) and return new logits.
+    progressive: bias toward EOS near the budget (block diffusion's `progressive_ending`)."""
     logits = apply_repetition_penalty(logits, recent, cfg.repetition_penalty)
-    if cfg.progressive_ending and eos_ids:
+    if progressive and eos_ids:
         bias = progressive_eos_bias(generated, cfg.max_new_tokens)
         if bias:
             logits = logits.clone()

@@ -19,7 +19,7 @@ from clover_cli.engine.config import GenerationConfig
 class RunTotals:
     label: str
     threshold: float | None
-    option: str | None = None  # a named speed-up that may change tokens (GenerationConfig field)
+    option: str | None = None  # a named speed-up that may change tokens (a settings field, engine/settings.py)
     tokens: int = 0
     forwards: int = 0
     seconds: float = 0.0
@@ -121,7 +121,8 @@ def run_bench(lm, prompts: dict[str, list], thresholds: list[float], max_new_tok
     ar = RunTotals("ar", None)
     runs = [RunTotals(f"t={t}", t) for t in thresholds] if lm.is_diffusion else []
     # speed-ups that change tokens are off by default; each is measured against the exact default
-    options = [RunTotals(f"t={thresholds[0]}+eos_confine", thresholds[0], "eos_confine")] if runs else []
+    options = ([RunTotals(f"t={thresholds[0]}+eos_confine", thresholds[0], "eos_confine")]
+               if runs and "eos_confine" in lm.family.row.options else [])
     for i, (kind, ids, _) in enumerate(cases):
         if progress:
             progress(f"prompt {i + 1}/{len(cases)} ({kind})")
@@ -136,7 +137,7 @@ def run_bench(lm, prompts: dict[str, list], thresholds: list[float], max_new_tok
         for run in options:
             run.add(kind, engine.generate(ids, GenerationConfig(
                 max_new_tokens=max_new_tokens, threshold=run.threshold, token_healing=heal,
-                **{run.option: True})))
+                family=lm.family.row.settings(**{run.option: True}))))
 
     def summary(run: RunTotals) -> dict[str, Any]:
         parse_ok, calls_ok, calls_right, agree = [], [], [], []

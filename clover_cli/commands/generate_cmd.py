@@ -109,7 +109,7 @@ def load_or_exit(spec, **kwargs):
               help="Back up the prompt's last token and make the first generated token continue its "
                    "text (a completion prompt ending in a newline then gets its indentation). "
                    "Default: on with --raw, off with the chat template.")
-@click.option("--sub-block", "sub_block", type=click.IntRange(1, 1024), default=None,
+@click.option("--sub-block", "sub_block_size", type=click.IntRange(1, 1024), default=None,
               help="Decode each block in sub-blocks of this many positions, in order "
                    "(default: the family's own; Fast-dLLM v2: 8, others: the whole block).")
 @click.option("--eos-confine", is_flag=True,
@@ -131,7 +131,7 @@ def load_or_exit(spec, **kwargs):
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of streaming text.")
 @click.pass_context
 def generate(ctx, prompt, prompt_file, raw, max_new_tokens, block_size, threshold, temperature,
-             top_p, seed, stop, repetition_penalty, progressive_ending, token_healing, sub_block,
+             top_p, seed, stop, repetition_penalty, progressive_ending, token_healing, sub_block_size,
              eos_confine, editing, editing_threshold, max_post_steps, diffusion_steps, offline,
              as_json, remasking, cfg_scale) -> None:
     """Decode a prompt with the engine (block diffusion or AR) and stream it as blocks commit."""
@@ -145,11 +145,12 @@ def generate(ctx, prompt, prompt_file, raw, max_new_tokens, block_size, threshol
     from clover_cli.engine.engine import Engine
     from clover_cli.engine.events import BlockCommitted, GenerationResult
     from clover_cli.engine.loader import ModelLoadError
+    from clover_cli.engine.settings import SettingsError, from_options
 
     from .sampler_options import budget, check_family_options
 
     lm = load_or_exit(parse_spec_or_exit(model_choice()), block_size=block_size, offline=offline)
-    check_family_options(ctx, lm)  # what the family does not take (sampler_options.py)
+    check_family_options(ctx, lm, diffusion_mode)  # what the family does not take (sampler_options.py)
     max_new_tokens = budget(max_new_tokens, lm)
     if (lm.family.default_threshold is not None
             and ctx.get_parameter_source("threshold") is click.core.ParameterSource.DEFAULT):
@@ -164,15 +165,19 @@ def generate(ctx, prompt, prompt_file, raw, max_new_tokens, block_size, threshol
     if not prompt_ids:
         click.echo("clover: error: the prompt encodes to no tokens", err=True)
         sys.exit(2)
+    # the family's own settings (engine/settings.py) from the flags its class has; the others
+    # were checked above (a flag it does not take, set to anything it lacks: exit 2)
+    settings = from_options(lm.family.row.settings, dict(
+        progressive_ending=progressive_ending, sub_block_size=sub_block_size, eos_confine=eos_confine,
+        editing=editing, editing_threshold=editing_threshold, max_post_steps=max_post_steps,
+        diffusion_mode=diffusion_mode, diffusion_steps=diffusion_steps, remasking=remasking,
+        cfg_scale=cfg_scale))
     cfg = GenerationConfig(max_new_tokens=max_new_tokens, block_size=block_size, threshold=threshold,
                            temperature=temperature, top_p=top_p, seed=seed, stop=tuple(stop),
-                           repetition_penalty=repetition_penalty, progressive_ending=progressive_ending,
+                           repetition_penalty=repetition_penalty,
                            token_healing=(raw and "token_healing" in lm.family.row.options
                                           if token_healing is None else token_healing),
-                           sub_block_size=sub_block, eos_confine=eos_confine, editing=editing,
-                           editing_threshold=editing_threshold, max_post_steps=max_post_steps,
-                           diffusion_mode=diffusion_mode, diffusion_steps=diffusion_steps,
-                           remasking=remasking, cfg_scale=cfg_scale)
+                           family=settings)
     from clover_cli.engine.families import describe
 
     result = None

@@ -1,6 +1,7 @@
 """`clover generate` options against the family's decode (docs/design.md, "The family table").
 
-Each family takes some of the generation options (engine/families.py, `FamilyRow.options`):
+Each family takes some of the generation options (engine/families.py, `FamilyRow.options`: the
+common ones it takes and its settings class's fields, engine/settings.py):
 DiffusionGemma samples with its entropy-bound sampler, set by its generation_config.json, and takes
 none of them; Dream and LLaDA 1.x take no healing or repetition control; only LLaDA2 edits. An
 option the family does not take is accepted when it asks for the state the family already has
@@ -13,7 +14,7 @@ from __future__ import annotations
 import click
 
 # the option whose flag is not its parameter's name
-_FLAGS = {"editing": "--edit"}
+_FLAGS = {"editing": "--edit", "sub_block_size": "--sub-block"}
 
 
 def explicit(ctx: click.Context, names) -> list[str]:
@@ -32,15 +33,19 @@ def flag(name: str) -> str:
     return _FLAGS.get(name, "--" + name.replace("_", "-"))
 
 
-def check_family_options(ctx: click.Context, lm) -> None:
-    """Exit 2 with one line when an option was given that the model's family cannot honour."""
-    from clover_cli.engine.families import OPTIONS
+def check_family_options(ctx: click.Context, lm, diffusion_mode: str | None = None) -> None:
+    """Exit 2 with one line when an option was given that the model's family cannot honour
+    (`diffusion_mode`: the group-level --diffusion-mode, when given)."""
+    from clover_cli.engine.families import OPTIONS, takers
 
     row = lm.family.row
     given = {name: ctx.params[name] for name in explicit(ctx, sorted(OPTIONS)) if name in ctx.params}
+    if diffusion_mode is not None:
+        given["diffusion_mode"] = diffusion_mode
     refused = row.refused(given, lm.block_size)  # the block it decodes (--block-size where it takes one)
     if refused:
-        why = row.sampler_note or "its decode does not take it (docs/design.md, \"The family table\")"
+        where = "; ".join(f"{flag(name)}: {takers(name)} only" for name in refused)
+        why = row.sampler_note or f"its decode does not take it ({where}; docs/design.md, \"The family table\")"
         click.echo(f"clover: error: {', '.join(flag(n) for n in refused)} does not apply to {row.short}: {why}",
                    err=True)
         ctx.exit(2)
@@ -48,8 +53,8 @@ def check_family_options(ctx: click.Context, lm) -> None:
 
 def llada_options():
     """`--remasking` and `--cfg-scale`: LLaDA 1.x exact mode's own generate options
-    (GenerationConfig.remasking / cfg_scale); other families and modes accept only the defaults."""
-    from clover_cli.engine.config import REMASKINGS
+    (engine/settings.py, LladaSettings); other families and modes accept only the defaults."""
+    from clover_cli.engine.settings import REMASKINGS
 
     def wrap(command):
         command = click.option(

@@ -11,6 +11,7 @@ import pytest
 from clover_cli.engine.config import GenerationConfig
 from clover_cli.engine.engine import Engine
 from clover_cli.engine.loader import load_model
+from clover_cli.engine.settings import LladaSettings
 from in_process import clover
 
 DEFAULTS = ("--remasking", "low_confidence", "--cfg-scale", "0")
@@ -49,14 +50,14 @@ def test_the_help_names_them():
     assert "--remasking [low_confidence|random]" in text and "--cfg-scale" in text
 
 
-def test_the_config_checks_them_and_the_engine_refuses_them_elsewhere():
+def test_the_settings_check_them_and_the_engine_refuses_them_elsewhere():
     for bad in ({"remasking": "top"}, {"cfg_scale": -0.5}, {"cfg_scale": "1"}):
         with pytest.raises(ValueError, match="remasking must be|cfg_scale must be"):
-            GenerationConfig(**bad)
-    assert GenerationConfig(cfg_scale=2).cfg_scale == 2.0
+            LladaSettings(**bad)
+    assert LladaSettings(cfg_scale=2).cfg_scale == 2.0
     engine = Engine(load_model("tiny"))
-    for settings in ({"remasking": "random"}, {"cfg_scale": 1.0}):
-        with pytest.raises(ValueError, match="only LLaDA 1.x's exact mode takes it"):
-            engine.generate([1, 2, 3], GenerationConfig(max_new_tokens=2, **settings))
-    defaults = GenerationConfig(max_new_tokens=2, remasking="low_confidence", cfg_scale=0.0)
+    for settings, name in (({"remasking": "random"}, "remasking"), ({"cfg_scale": 1.0}, "cfg_scale")):
+        with pytest.raises(ValueError, match=f"{name} applies to LLaDA 1.x checkpoints only; this model is Clover"):
+            engine.generate([1, 2, 3], GenerationConfig(max_new_tokens=2, family=LladaSettings(**settings)))
+    defaults = GenerationConfig(max_new_tokens=2, family=LladaSettings(remasking="low_confidence", cfg_scale=0.0))
     assert engine.generate([1, 2, 3], defaults).token_ids

@@ -17,6 +17,7 @@ from clover_cli.engine.events import BlockCommitted, DenoiseStep, GenerationResu
 from clover_cli.engine.families import Family
 from clover_cli.engine.loader import LoadedModel
 from clover_cli.engine.runtime import TextStreamer
+from clover_cli.engine.settings import BlockSettings
 from scripted import ScriptedModel
 
 
@@ -131,7 +132,7 @@ def test_progressive_ending_prefers_eos_near_the_budget(scripted):
         rows[p][s.eos] = 0.0
     plain = Engine(s.make(rows)).generate([s.a] * 8, GenerationConfig(max_new_tokens=32))
     assert plain.finish_reason == "length"
-    ended = Engine(s.make(rows)).generate([s.a] * 8, GenerationConfig(max_new_tokens=32, progressive_ending=True))
+    ended = Engine(s.make(rows)).generate([s.a] * 8, GenerationConfig(max_new_tokens=32, family=BlockSettings(progressive_ending=True)))
     assert ended.finish_reason == "eos" and 24 < len(ended.token_ids) <= 32
 
 
@@ -159,7 +160,7 @@ def test_positions_after_a_committed_eos_are_decoded_by_default(scripted):
 def test_eos_confine_option_never_decodes_positions_after_the_eos(scripted):
     """GenerationConfig.eos_confine (off by default; it can change tokens before the EOS)."""
     s = scripted
-    cfg = GenerationConfig(max_new_tokens=50, eos_confine=True)
+    cfg = GenerationConfig(max_new_tokens=50, family=BlockSettings(eos_confine=True))
     events = list(Engine(_eos_case(s)).stream([s.a] * 8, cfg))
     steps = [e for e in events if isinstance(e, DenoiseStep)]
     result = events[-1]

@@ -8,6 +8,7 @@ from clover_cli.engine.config import GenerationConfig
 from clover_cli.engine.engine import Engine
 from clover_cli.engine.events import DenoiseStep
 from clover_cli.engine.loader import load_model
+from clover_cli.engine.settings import BlockSettings
 from oracle import oracle_decode
 from steer import Steer, stop_ids
 
@@ -74,8 +75,8 @@ def test_fused_commit_equals_separate_forward(models, family):
 def test_chunked_prefill_equals_one_shot(models, family):
     lm = models[family]
     prompt = _prompt(70, seed=3)  # 8 whole blocks of 8 + a tail of 6
-    one_shot = Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=20, prefill_chunk_blocks=64))
-    chunked = Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=20, prefill_chunk_blocks=1))
+    one_shot = Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=20, family=BlockSettings(prefill_chunk_blocks=64)))
+    chunked = Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=20, family=BlockSettings(prefill_chunk_blocks=1)))
     assert one_shot.token_ids == chunked.token_ids
     assert one_shot.stats.steps_per_block == chunked.stats.steps_per_block
 

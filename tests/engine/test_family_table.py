@@ -115,13 +115,16 @@ def test_the_table_covers_every_family_and_catalog_checkpoint():
 
 # each option with a value that asks for something (any family that does not take it refuses
 # it) and the values that ask for nothing (every family accepts them); block: the family's own 16
-ASKING = {"threshold": 0.9, "temperature": 0.5, "top_p": 0.9, "block_size": 8, "sub_block": 4,
+ASKING = {"threshold": 0.9, "temperature": 0.5, "top_p": 0.9, "block_size": 8, "sub_block_size": 4,
           "repetition_penalty": 1.2, "progressive_ending": True, "token_healing": True,
           "eos_confine": True, "editing": True, "editing_threshold": 0.8, "max_post_steps": 4,
-          "diffusion_steps": 8, "remasking": "random", "cfg_scale": 1.5}
-OFF = {"top_p": [1.0], "block_size": [16], "sub_block": [16, 32], "repetition_penalty": [1.0],
+          "diffusion_steps": 8, "remasking": "random", "cfg_scale": 1.5, "diffusion_mode": "exact",
+          "diffusion_alg": "entropy", "prefill_chunk_blocks": 2}
+OFF = {"top_p": [1.0], "block_size": [16], "sub_block_size": [None, 16, 32], "repetition_penalty": [1.0],
        "progressive_ending": [False], "token_healing": [False], "eos_confine": [False],
-       "editing": [False], "max_post_steps": [0], "remasking": ["low_confidence"], "cfg_scale": [0.0]}
+       "editing": [False, None], "max_post_steps": [0], "remasking": ["low_confidence"], "cfg_scale": [0.0],
+       "diffusion_mode": [None], "diffusion_alg": [None], "prefill_chunk_blocks": [None],
+       "diffusion_steps": [None]}
 
 
 def test_every_option_has_cases():
@@ -134,6 +137,13 @@ def test_a_family_refuses_only_what_it_cannot_do(row, option):
     for value in OFF.get(option, []):  # the state it already has: accepted, taken or not
         assert asks_nothing(option, value, 16) and row.refused({option: value}, 16) == []
     assert row.refused({option: ASKING[option]}, 16) == ([] if option in row.options else [option])
+
+
+def test_at_a_block_of_one_sub_blocks_and_eos_confinement_ask_nothing():
+    """AR decodes a token per forward: any sub-block, and never selecting past a committed EOS,
+    hold already (so `--sub-block` / `--eos-confine` are accepted for AR, and nothing more)."""
+    assert asks_nothing("sub_block_size", 4, 1) and asks_nothing("eos_confine", True, 1)
+    assert not asks_nothing("eos_confine", True, 2) and not asks_nothing("sub_block_size", 1, 2)
 
 
 # what a script passes to every model: each flag at the state a family that lacks it already has

@@ -15,6 +15,7 @@ from clover_cli.engine.config import GenerationConfig
 from clover_cli.engine.engine import Engine
 from clover_cli.engine.loader import load_model
 from clover_cli.engine.runtime import make_cache, snapshot_recurrent
+from clover_cli.engine.settings import BlockSettings
 from oracle import oracle_decode
 from steer import Steer, stop_ids
 
@@ -128,8 +129,8 @@ def test_fused_commit_keeps_only_the_block_in_gdn_state(hybrid):
 
 def test_hybrid_chunked_prefill_equals_one_shot(hybrid):
     prompt = _prompt(70)
-    one = Engine(hybrid).generate(prompt, GenerationConfig(max_new_tokens=12, prefill_chunk_blocks=64))
-    chunked = Engine(hybrid).generate(prompt, GenerationConfig(max_new_tokens=12, prefill_chunk_blocks=1))
+    one = Engine(hybrid).generate(prompt, GenerationConfig(max_new_tokens=12, family=BlockSettings(prefill_chunk_blocks=64)))
+    chunked = Engine(hybrid).generate(prompt, GenerationConfig(max_new_tokens=12, family=BlockSettings(prefill_chunk_blocks=1)))
     assert one.token_ids == chunked.token_ids
 
 

@@ -54,7 +54,11 @@ class EngineBackend(ModelBackend):
         self.block_size = int(lm.block_size)
         self.context_window = int(lm.context_window)
         self.repetition_penalty = repetition_penalty
-        self.progressive_ending = progressive_ending
+        from clover_cli.engine.settings import from_options
+
+        # the family's own settings (engine/settings.py): the ones its class has of these
+        self.settings = from_options(lm.family.row.settings, {"progressive_ending": progressive_ending,
+                                                              "diffusion_mode": self.diffusion_mode})
         self.temperature = temperature
         self.top_p = top_p
         self.seed = seed
@@ -124,9 +128,7 @@ class EngineBackend(ModelBackend):
                                f"({self.context_window} tokens)")
         cfg = GenerationConfig(max_new_tokens=min(max_new_tokens, room), threshold=self.threshold,
                                temperature=self.temperature, top_p=self.top_p, seed=self.seed,
-                               repetition_penalty=self.repetition_penalty,
-                               progressive_ending=self.progressive_ending,
-                               diffusion_mode=self.diffusion_mode)
+                               repetition_penalty=self.repetition_penalty, family=self.settings)
         # the template may open the thinking section in the prompt itself
         tail = prompt.rstrip()
         splitter = MarkupSplitter(inside=tail.endswith("<think>"))

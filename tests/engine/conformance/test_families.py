@@ -9,6 +9,7 @@ import torch
 from clover_cli.engine.config import GenerationConfig
 from clover_cli.engine.engine import Engine
 from clover_cli.engine.loader import load_model
+from clover_cli.engine.settings import BlockSettings
 from realcfg import ACTIVE, build, released
 from references import fast_dllm_generate, sdar_generate
 from steer import Steer
@@ -128,7 +129,7 @@ def test_fast_dllm_sub_block_option(fast):
     reference with small_block_size=32)."""
     lm = fast[1]
     prompt = _prompt(10, 0)
-    ours = Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=40, threshold=0.5, sub_block_size=32))
+    ours = Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=40, threshold=0.5, family=BlockSettings(sub_block_size=32)))
     ref = fast_dllm_generate(lm.model, prompt, mask_id=151665, max_new_tokens=40, block_size=32,
                              small_block_size=32, threshold=0.5, stop_token=FAST_STOP)
     assert list(ours.token_ids) == ref

@@ -16,6 +16,7 @@ from clover_cli.engine.events import BlockCommitted, DenoiseStep, GenerationResu
 from clover_cli.engine.families import FamilyError, detect_family
 from clover_cli.engine.fullattn_decode import FullAttnDecoder
 from clover_cli.engine.loader import load_model
+from clover_cli.engine.settings import LladaSettings, ModeSettings
 from realcfg import ACTIVE, CONFIGS, build, released
 from references_fullattn import dream_fast_dllm, dream_generate, llada_fast_dllm, llada_generate
 from steer import Steer, stop_ids
@@ -55,8 +56,15 @@ def bf16(dream, llada):
             "llada": load_model(str(llada[0]), dtype="bfloat16")}
 
 
-def _run(lm, prompt, **cfg):
-    return Engine(lm).generate(prompt, GenerationConfig(**cfg))
+def _config(lm, **kw) -> GenerationConfig:
+    """A GenerationConfig from flat options: the family's own (its settings class's fields,
+    engine/settings.py) go into `family`."""
+    own = {k: kw.pop(k) for k in list(kw) if k in lm.family.row.settings.names()}
+    return GenerationConfig(**kw, family=lm.family.row.settings(**own))
+
+
+def _run(lm, prompt, **kw):
+    return Engine(lm).generate(prompt, _config(lm, **kw))
 
 
 def test_the_families_load_as_themselves(dream, llada):
@@ -102,7 +110,7 @@ def test_dream_exact_default_is_the_checkpoints_generation_config(dream, seed):
     the test short; the 512 default is checked on the decoder)."""
     lm = dream[1]
     prompt = _prompt(7, seed)
-    assert FullAttnDecoder(lm, prompt, GenerationConfig(diffusion_mode="exact")).exact_steps(16) == 512
+    assert FullAttnDecoder(lm, prompt, _config(lm, diffusion_mode="exact")).exact_steps(16) == 512
     ours = _run(lm, prompt, max_new_tokens=16, diffusion_mode="exact", seed=seed, diffusion_steps=24)
     torch.manual_seed(seed)
     ref = dream_generate(lm.model, prompt, mask_id=DREAM_MASK, max_new_tokens=16, steps=24,
@@ -195,7 +203,7 @@ def test_llada_exact_in_bfloat16_takes_the_confidence_in_the_logits_dtype(bf16, 
     assert list(ours.token_ids) == ref
     logits = torch.randn(4, 512, generator=torch.Generator().manual_seed(seed)).to(torch.bfloat16)
     for mode, dtype in (("exact", torch.bfloat16), ("dual", torch.float64)):
-        dec = FullAttnDecoder(lm, prompt, GenerationConfig(diffusion_mode=mode, diffusion_steps=32))
+        dec = FullAttnDecoder(lm, prompt, _config(lm, diffusion_mode=mode, diffusion_steps=32))
         x0, p = dec._llada_choice(logits)
         expected = torch.softmax(logits.to(dtype), dim=-1).gather(-1, x0[:, None])[:, 0]
         assert p.dtype == dtype and torch.equal(p, expected), mode
@@ -228,25 +236,29 @@ def test_llada_exact_remasking_and_guidance_match_its_generate(llada, remasking,
     noise) and cfg_scale (classifier-free guidance against the prompt masked), on FullAttnDecoder."""
     lm = llada[1]
     prompt = _prompt(10, 5)
-    cfg = GenerationConfig(max_new_tokens=32, diffusion_mode="exact", diffusion_steps=16,
-                           temperature=temperature, seed=9)
-    dec = FullAttnDecoder(lm, prompt, cfg, remasking=remasking, cfg_scale=cfg_scale)
+    cfg = _config(lm, max_new_tokens=32, diffusion_mode="exact", diffusion_steps=16,
+                  temperature=temperature, seed=9, remasking=remasking, cfg_scale=cfg_scale)
+    dec = FullAttnDecoder(lm, prompt, cfg)
     ours = list(dec.run())[-1]
     torch.manual_seed(9)
     ref = llada_generate(lm.model, prompt, mask_id=LLADA_MASK, gen_length=32, block_length=32, steps=16,
                          temperature=temperature, stops=lm.eos_token_ids, remasking=remasking,
                          cfg_scale=cfg_scale)
     assert list(ours.token_ids) == ref
-    plain = list(FullAttnDecoder(lm, prompt, cfg).run())[-1]
+    plain = list(FullAttnDecoder(lm, prompt, _config(lm, max_new_tokens=32, diffusion_mode="exact",
+                                                     diffusion_steps=16, temperature=temperature,
+                                                     seed=9)).run())[-1]
     assert plain.token_ids != ours.token_ids  # the option changed the decode
 
 
 def test_llada_options_are_refused_elsewhere(dream, llada):
-    for lm, mode in [(llada[1], "dual"), (dream[1], "exact")]:
-        with pytest.raises(ValueError, match="exact decode's options"):
-            FullAttnDecoder(lm, [1, 2], GenerationConfig(diffusion_mode=mode), cfg_scale=1.0)
+    cases = [(llada[1], "dual", "exact decode's options"), (llada[1], None, "exact decode's options"),
+             (dream[1], "exact", "cfg_scale applies to LLaDA 1.x checkpoints only; this model is Dream")]
+    for lm, mode, error in cases:  # None: the default mode (dual)
+        with pytest.raises(ValueError, match=error):
+            FullAttnDecoder(lm, [1, 2], GenerationConfig(family=LladaSettings(diffusion_mode=mode, cfg_scale=1.0)))
     with pytest.raises(ValueError, match="remasking must be"):
-        FullAttnDecoder(llada[1], [1, 2], GenerationConfig(diffusion_mode="exact"), remasking="top")
+        LladaSettings(diffusion_mode="exact", remasking="top")
 
 
 def test_the_cases_are_not_vacuous(llada):
@@ -286,8 +298,8 @@ def test_events_stream_live_and_cancel_is_honoured(dream):
     assert result.stats.forwards == len(steps)
     cancel = threading.Event()
     seen = []
-    for event in Engine(lm).stream(_prompt(5, 0), GenerationConfig(max_new_tokens=64, diffusion_mode="exact",
-                                                                     diffusion_alg="entropy"), cancel):
+    for event in Engine(lm).stream(_prompt(5, 0), _config(lm, max_new_tokens=64, diffusion_mode="exact",
+                                                          diffusion_alg="entropy"), cancel):
         seen.append(event)
         if isinstance(event, DenoiseStep) and event.step == 2:
             cancel.set()
@@ -299,11 +311,11 @@ def test_family_detection_and_mode_errors(llada):
     assert detect_family({"model_type": "Dream", "mask_token_id": 151666}).name == "dream"
     fam = detect_family({"model_type": "llada"})
     assert fam.name == "llada" and fam.mask_token_id == LLADA_MASK and not fam.shifted_logits
-    with pytest.raises(ValueError, match="diffusion_mode must be"):
-        GenerationConfig(diffusion_mode="fast")
+    with pytest.raises(ValueError, match="unknown diffusion mode 'fast'"):
+        ModeSettings(diffusion_mode="fast")
     tiny = load_model("tiny")
-    with pytest.raises(ValueError, match="applies to Dream and LLaDA 1.x checkpoints only"):
-        Engine(tiny).generate([1, 2, 3], GenerationConfig(max_new_tokens=4, diffusion_mode="dual"))
+    with pytest.raises(ValueError, match="diffusion_mode applies to Dream and LLaDA 1.x checkpoints only"):
+        Engine(tiny).generate([1, 2, 3], GenerationConfig(max_new_tokens=4, family=ModeSettings(diffusion_mode="dual")))
     with pytest.raises(ValueError, match="must be a multiple of the number of blocks"):
         _run(llada[1], _prompt(5, 0), max_new_tokens=64, diffusion_mode="exact", diffusion_steps=33)
     with pytest.raises(FamilyError, match="no model_type"):

@@ -10,6 +10,7 @@ from clover_cli.engine.config import GenerationConfig
 from clover_cli.engine.engine import Engine
 from clover_cli.engine.events import BlockCommitted, DenoiseStep, GenerationResult
 from clover_cli.engine.loader import load_model
+from clover_cli.engine.settings import EditSettings
 from realcfg import ACTIVE, build, released
 from references import llada21_generate, llada2_generate
 from steer import Steer, rewrite_once
@@ -37,9 +38,11 @@ def llada21(llada2, tmp_path_factory):
     return load_model(str(d), dtype="float64")
 
 
-def _edit_cfg(budget, threshold, editing_threshold, post=16, **kw):
-    return GenerationConfig(max_new_tokens=budget, threshold=threshold, editing=True,
-                            editing_threshold=editing_threshold, max_post_steps=post, **kw)
+def _edit_cfg(budget, threshold, editing_threshold, post=16, temperature=0.0, **own):
+    """A request that edits: LLaDA2's own settings (engine/settings.py, EditSettings), plus `own`."""
+    return GenerationConfig(max_new_tokens=budget, threshold=threshold, temperature=temperature,
+                            family=EditSettings(editing=True, editing_threshold=editing_threshold,
+                                                max_post_steps=post, **own))
 
 
 @pytest.mark.parametrize("n,seed,budget,threshold,editing_threshold,post", [
@@ -105,10 +108,10 @@ def test_a_llada21_checkpoint_edits_by_default_and_llada20_does_not(llada2, llad
     with Steer(llada2[1].model, (EOS,), rule), Steer(llada21.model, (EOS,), rule):
         as_21 = Engine(llada21).generate(prompt, plain)
         edited = Engine(llada2[1]).generate(prompt, GenerationConfig(max_new_tokens=12, threshold=0.5,
-                                                                    editing=True))
+                                                                    family=EditSettings(editing=True)))
         as_20 = Engine(llada2[1]).generate(prompt, plain)
         off = Engine(llada21).generate(prompt, GenerationConfig(max_new_tokens=12, threshold=0.5,
-                                                               editing=False))
+                                                               family=EditSettings(editing=False)))
         ref20 = llada2_generate(llada2[1].model, prompt, mask_id=MASK, gen_length=12, block_length=32,
                                 steps=32, threshold=0.5, eos_id=EOS)
     assert as_21.token_ids == edited.token_ids  # editing, at the generate's defaults (0.9, 16)
@@ -140,8 +143,12 @@ def test_editing_refuses_what_it_does_not_take(llada2, kw, reason):
 
 def test_editing_is_refused_for_other_families():
     lm = load_model("tiny")
-    with pytest.raises(ValueError, match="LLaDA2.1's decode; this is a clover checkpoint"):
-        Engine(lm).generate([1, 2, 3], GenerationConfig(max_new_tokens=4, editing=True))
+    with pytest.raises(ValueError, match="editing applies to LLaDA2 checkpoints only; this model is Clover"):
+        Engine(lm).generate([1, 2, 3], GenerationConfig(max_new_tokens=4, family=EditSettings(editing=True)))
+    # off, or the checkpoint's own (None): nothing asked of a family without editing
+    for editing in (False, None):
+        assert Engine(lm).generate([1, 2, 3], GenerationConfig(max_new_tokens=4, family=EditSettings(
+            editing=editing))).stats.generated_tokens >= 1
 
 
 def test_clover_generate_switches_editing(llada2, clover):

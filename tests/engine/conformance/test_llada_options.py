@@ -14,6 +14,7 @@ import torch
 from clover_cli.engine.config import GenerationConfig
 from clover_cli.engine.fullattn_decode import FullAttnDecoder
 from clover_cli.engine.loader import load_model
+from clover_cli.engine.settings import LladaSettings
 from realcfg import build, released
 from references_fullattn import llada_generate
 
@@ -65,8 +66,9 @@ def test_the_flags_give_the_decoders_and_the_references_ids(llada, clover):
     got = _generate(clover, path, *EXACT, "--remasking", "random", "--cfg-scale", "1.5")
     prompt = got["prompt_ids"]
     assert prompt == [1000, 1017, 1033, 1050, 1101, 1150]
-    cfg = GenerationConfig(max_new_tokens=32, diffusion_mode="exact", diffusion_steps=16, seed=9)
-    direct = list(FullAttnDecoder(lm, prompt, cfg, remasking="random", cfg_scale=1.5).run())[-1]
+    cfg = GenerationConfig(max_new_tokens=32, seed=9, family=LladaSettings(
+        diffusion_mode="exact", diffusion_steps=16, remasking="random", cfg_scale=1.5))
+    direct = list(FullAttnDecoder(lm, prompt, cfg).run())[-1]
     assert got["token_ids"] == list(direct.token_ids)
     torch.manual_seed(9)
     ref = llada_generate(lm.model, prompt, mask_id=LLADA_MASK, gen_length=32, block_length=32, steps=16,
