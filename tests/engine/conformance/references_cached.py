@@ -22,6 +22,8 @@ additive mask, the prefill a block-causal one, as the network's 4-D mask argumen
 """
 from __future__ import annotations
 
+import copy
+
 import torch
 
 
@@ -48,10 +50,14 @@ class CachedNet:
     def run(self, ids: list[int], start: int, store: bool) -> torch.Tensor:
         end = start + len(ids)
         mask = _block_causal(start, end, end, self.block, self.dtype)
+        # store False: keys/values cropped after; a recurrent (GDN) state cannot be, so a network
+        # with one runs on a copy of the cache
+        recurrent = any(type(layer).__name__ == "LinearAttentionLayer" for layer in self.cache.layers)
+        cache = copy.deepcopy(self.cache) if recurrent and not store else self.cache
         with torch.inference_mode():
             out = self.model(input_ids=torch.tensor([ids]), position_ids=torch.arange(start, end)[None],
-                             attention_mask=mask, cache=self.cache, use_cache=True)
-        if not store:
+                             attention_mask=mask, cache=cache, use_cache=True)
+        if not store and not recurrent:
             self.cache.crop(-len(ids))  # transformers 5: a negative count removes that many
         return out.logits[0]
 
@@ -153,3 +159,43 @@ def fast_dllm_generate_cached(model, prompt: list[int], *, mask_id: int, max_new
     if finished:
         out = out[:out.index(stop_token) + 1]
     return out[:max_new_tokens]
+
+
+def hybrid_generate_cached(model, prompt: list[int], *, mask_id: int, gen_length: int,
+                           block_length: int, threshold: float, stop_ids: set[int],
+                           trace: list | None = None) -> list[int]:
+    """Our GDN hybrid's rule (no released generate exists: docs/engine.md, the hybrid rows) with
+    the cache a block decoder keeps, transformers' own for that network: the prompt's whole
+    blocks prefilled in one forward; each denoise step runs the block on a copy of the cache
+    (attention keys and Gated DeltaNet state alike: CachedNet.run), so the cache is left as it
+    was; the finished block runs on the cache itself. The confidence: a float32 softmax with the mask's logit
+    dropped; the token the logits' argmax; commits above the threshold, else the most confident one.
+    Stops after the block in which a stop id appears; cut after the first one."""
+    B, n = block_length, len(prompt)
+    num_blocks = (n + gen_length + B - 1) // B
+    x = list(prompt) + [mask_id] * (num_blocks * B - n)
+    net = CachedNet(model, B)
+    if n // B:
+        net.run(x[:n // B * B], 0, store=True)
+    for b in range(n // B, num_blocks):
+        lo, hi = b * B, (b + 1) * B
+        while any(t == mask_id for t in x[lo:hi]):
+            before = _open(x, lo, hi, n, n + gen_length, mask_id)
+            z = net.run(x[lo:hi], lo, store=False).float()
+            z[:, mask_id] = float("-inf")
+            tok = z.argmax(dim=-1)
+            conf = torch.softmax(z, dim=-1).gather(1, tok[:, None])[:, 0]
+            live = torch.tensor([t == mask_id for t in x[lo:hi]])
+            conf = torch.where(live, conf, torch.tensor(float("-inf")))
+            pick = conf > threshold
+            if not bool(pick.any()):
+                pick[int(conf.argmax())] = True
+            for j in torch.nonzero(pick).flatten().tolist():
+                x[lo + j] = int(tok[j])
+            _note(trace, x, lo, hi, n, n + gen_length, mask_id, before)
+        if any(t in stop_ids for t in x[n:hi]):
+            break
+        net.run(x[lo:hi], lo, store=True)
+    out = x[n:n + gen_length]
+    stops = [i for i, t in enumerate(out) if t in stop_ids]
+    return out[:stops[0] + 1] if stops else out

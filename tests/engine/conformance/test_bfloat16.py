@@ -5,7 +5,8 @@ bfloat16"), and the ids equal a reference decoder that does so.
 The proof is exact where our forwards and the reference's run the same shapes (then they give
 the same bits): every family over one block decoded from an empty cache (the prompt and the
 budget inside the first block); SDAR and Fast-dLLM v2 across blocks too, against references that
-keep the KV cache as their released generates do (references_cached.py). The uncached references
+keep the KV cache as their released generates do (references_cached.py), and the GDN hybrid
+against our rule written with transformers' own cache for its network. The uncached references
 of references.py recompute the whole sequence each step; in bfloat16 those reductions round
 differently from a cache's, so against them the later blocks are proved in float64 only
 (test_families.py, test_llada2.py; LLaDA2.0's released generate itself keeps no cache). The
@@ -29,7 +30,8 @@ from clover_cli.engine.events import DenoiseStep, GenerationResult
 from clover_cli.engine.families import FAMILIES
 from clover_cli.engine.loader import load_model
 from realcfg import ACTIVE, build, released
-from references_cached import CachedNet, fast_dllm_generate_cached, sdar_generate_cached
+from references_cached import (CachedNet, fast_dllm_generate_cached, hybrid_generate_cached,
+                               sdar_generate_cached)
 from steer import Steer
 
 # family -> (released config, transformers type, stop ids, block size, prompt length, budget,
@@ -217,17 +219,22 @@ def test_ar_equals_transformers_greedy_generate_in_bfloat16(tiny_dirs, kind):
 #   length, budget, {output index: a stop forced there} or None: stops never chosen))
 ACROSS = {
     "sdar": ("sdar_1.7b_chat.json", "qwen3", (151643, 151645), 2.5, 4,
-             [(1, 14, None), (6, 23, None), (9, 23, {13: 151645})]),
+             [(1, 14, None), (6, 14, None), (9, 23, {13: 151645})]),
     "fast_dllm_v2": ("fast_dllm_v2_1.5b.reconstructed.json", "qwen2", (151645, 151643), 1.3, 32,
                      [(10, 80, None), (40, 90, {70: 151645})]),
+    # ours (no released generate): the cache our decoder keeps, on transformers' qwen3_next
+    # network; the suite's tiny checkpoint (tests/conftest.py), its EOS ids the stops
+    "hybrid": (None, "hybrid", None, None, 8, [(3, 30, None), (10, 30, {14: None})]),
 }
 
 
 @pytest.fixture(scope="module", params=[pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n
                                         for n in sorted(ACROSS)])
-def across(request, tmp_path_factory):
+def across(request, tmp_path_factory, tiny_dirs):
     name = request.param
     cfg, hf_type, stops, boost, *_ = ACROSS[name]
+    if cfg is None:
+        return name, load_model(str(tiny_dirs[hf_type]), dtype="bfloat16")  # transformers' network
     path = build(released(cfg), tmp_path_factory.mktemp(name) / "m", hf_type=hf_type, stop_ids=stops,
                  eos_boost=boost)
     return name, load_model(str(path), dtype="bfloat16", native=False)  # transformers' network
@@ -249,6 +256,10 @@ def _split_after_prefill(lm, prompt: list[int], block: int, dtype: torch.dtype) 
 
 def _cached_reference(name: str, lm, prompt: list[int], budget: int, threshold: float, trace: list):
     _, _, stops, _, block, _ = ACROSS[name]
+    if name == "hybrid":
+        return hybrid_generate_cached(lm.model, prompt, mask_id=lm.mask_token_id, gen_length=budget,
+                                      block_length=block, threshold=threshold,
+                                      stop_ids=set(lm.eos_token_ids), trace=trace)
     if name == "sdar":
         return sdar_generate_cached(lm.model, prompt, mask_id=lm.mask_token_id, gen_length=budget,
                                     block_length=block, threshold=threshold, stop_ids=set(stops),
@@ -265,14 +276,16 @@ def test_blocks_equal_the_cache_keeping_reference(across):
     (only the budget ends the run) or one forced at an output index (an EOS in a later block)."""
     name, lm = across
     _, _, stops, _, block, cases = ACROSS[name]
+    stops = stops or tuple(lm.eos_token_ids)
+    dtype = torch.bfloat16 if lm.family.row.confidence_dtype == "logits" else torch.float32
     shift = 1 if lm.family.shifted_logits else 0  # the row of p - 1 decides p (Fast-dLLM v2)
     for n, budget, force in cases:
         prompt = _prompt(n, lm)
-        at = {n + i - shift: t for i, t in (force or {}).items()}
+        at = {n + i - shift: t or stops[0] for i, t in (force or {}).items()}
         with Steer(lm.model, stops, at):
-            threshold = _split_after_prefill(lm, prompt, block, torch.bfloat16)
-            events = list(Engine(lm, fuse_commit=False).stream(
-                prompt, GenerationConfig(max_new_tokens=budget, threshold=threshold), reuse=False))
+            threshold = _split_after_prefill(lm, prompt, block, dtype)
+            events = list(Engine(lm, fuse_commit=False).stream(prompt, GenerationConfig(
+                max_new_tokens=budget, threshold=threshold, block_size=block), reuse=False))
             trace: list = []
             ref = _cached_reference(name, lm, prompt, budget, threshold, trace)
         ours = next(e for e in events if isinstance(e, GenerationResult))
