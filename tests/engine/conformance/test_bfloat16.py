@@ -2,13 +2,17 @@
 softmax in its own reference's dtype (`FamilyRow.confidence_dtype`, docs/engine.md "In
 bfloat16"), and the ids equal a reference decoder that does so.
 
-Where the proof is exact: one block decoded from an empty cache (the prompt and the budget inside
-the first block), so our forwards and the reference's run the same shapes and give the same bits.
-Across blocks our decoder reads a KV cache where the references in references.py recompute the
-whole sequence; in bfloat16 those reductions round differently, so that part is proved in
-float64 only (test_families.py, test_llada2.py). The threshold is taken from the model's own
-first-step confidences: one a bfloat16 softmax and a float32 softmax put on opposite sides of it,
-so each case also shows the dtype decides a commit (a decoder in the other dtype fails it).
+The proof is exact where our forwards and the reference's run the same shapes (then they give
+the same bits): every family over one block decoded from an empty cache (the prompt and the
+budget inside the first block); SDAR and Fast-dLLM v2 across blocks too, against references that
+keep the KV cache as their released generates do (references_cached.py), and the GDN hybrid
+against our rule written with transformers' own cache for its network. The uncached references
+of references.py recompute the whole sequence each step; in bfloat16 those reductions round
+differently from a cache's, so against them the later blocks are proved in float64 only
+(test_families.py, test_llada2.py; LLaDA2.0's released generate itself keeps no cache). The
+threshold is taken from the model's own first-step confidences: one a bfloat16 softmax and a
+float32 softmax put on opposite sides of it, so each case also shows the dtype decides a commit
+(a decoder in the other dtype fails it).
 
 The reference below is written from each family's public generate (read to learn): SDAR's
 `block_diffusion_generate` and Fast-dLLM v2's `batch_sample` softmax the logits in their own dtype
@@ -26,6 +30,9 @@ from clover_cli.engine.events import DenoiseStep, GenerationResult
 from clover_cli.engine.families import FAMILIES
 from clover_cli.engine.loader import load_model
 from realcfg import ACTIVE, build, released
+from references_cached import (CachedNet, fast_dllm_generate_cached, hybrid_generate_cached,
+                               sdar_generate_cached)
+from steer import Steer
 
 # family -> (released config, transformers type, stop ids, block size, prompt length, budget,
 #   the dtype its reference's softmax runs in on a bfloat16 network)
@@ -156,11 +163,16 @@ def _split_threshold(lm, prompt: list[int], block: int, budget: int,
     in the other one (float32 for a bfloat16 family, bfloat16 else): one of the first step's
     own confidences, where the other dtype rounds that position's the other way."""
     x = list(prompt) + [lm.mask_token_id] * (block - len(prompt))
-    logits = _block_logits(lm, x)
     share = 1 if not lm.family.steps else -(-block // min(lm.family.steps, budget))
+    return _split_at(lm, x, _block_logits(lm, x), len(prompt), share, dtype)
+
+
+def _split_at(lm, x: list[int], logits: torch.Tensor, fixed: int, share: int,
+              dtype: torch.dtype) -> float:
+    """The split threshold of one step on the block `x` (its first `fixed` positions prompt)."""
     own = _rule(lm, logits, dtype)[1]
     alt = _rule(lm, logits, _other(dtype))[1]
-    for t in sorted({float(c) for c in torch.cat([own[len(prompt):].float(), alt[len(prompt):].float()])}):
+    for t in sorted({float(c) for c in torch.cat([own[fixed:].float(), alt[fixed:].float()])}):
         if _commits(lm, x, own, t, share) != _commits(lm, x, alt, t, share):
             return t
     raise AssertionError("no threshold splits the dtypes on this checkpoint")
@@ -194,3 +206,93 @@ def test_ar_equals_transformers_greedy_generate_in_bfloat16(tiny_dirs, kind):
             ref = lm.model.generate(torch.tensor([prompt]), max_new_tokens=24, do_sample=False,
                                     eos_token_id=list(lm.eos_token_ids), pad_token_id=0)
         assert list(ours.token_ids) == ref[0, len(prompt):].tolist()
+
+
+# Across blocks, against references that keep the KV cache as the released generates do
+# (references_cached.py: SDAR's `block_diffusion_generate`, Fast-dLLM v2's `batch_sample`), on
+# transformers' own network, so every forward of ours has the reference's shape: the prompt's
+# whole blocks in one prefill forward, each denoise step one block against the cache, the
+# finished block one forward that stores it. Our commit is not fused with the next block's
+# first step here (Engine(fuse_commit=False)), as those generates run them as two forwards;
+# Fast-dLLM v2 never fuses (its first-token rule reads the commit's last row).
+# family -> (released config, transformers type, stop ids, eos boost, block, cases: (prompt
+#   length, budget, {output index: a stop forced there} or None: stops never chosen))
+ACROSS = {
+    "sdar": ("sdar_1.7b_chat.json", "qwen3", (151643, 151645), 2.5, 4,
+             [(1, 14, None), (6, 14, None), (9, 23, {13: 151645})]),
+    "fast_dllm_v2": ("fast_dllm_v2_1.5b.reconstructed.json", "qwen2", (151645, 151643), 1.3, 32,
+                     [(10, 80, None), (40, 90, {70: 151645})]),
+    # ours (no released generate): the cache our decoder keeps, on transformers' qwen3_next
+    # network; the suite's tiny checkpoint (tests/conftest.py), its EOS ids the stops
+    "hybrid": (None, "hybrid", None, None, 8, [(3, 30, None), (10, 30, {14: None})]),
+}
+
+
+@pytest.fixture(scope="module", params=[pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n
+                                        for n in sorted(ACROSS)])
+def across(request, tmp_path_factory, tiny_dirs):
+    name = request.param
+    cfg, hf_type, stops, boost, *_ = ACROSS[name]
+    if cfg is None:
+        return name, load_model(str(tiny_dirs[hf_type]), dtype="bfloat16")  # transformers' network
+    path = build(released(cfg), tmp_path_factory.mktemp(name) / "m", hf_type=hf_type, stop_ids=stops,
+                 eos_boost=boost)
+    return name, load_model(str(path), dtype="bfloat16", native=False)  # transformers' network
+
+
+def _split_after_prefill(lm, prompt: list[int], block: int, dtype: torch.dtype) -> float:
+    """The split threshold (as _split_threshold) of the first decode step as the cached
+    reference runs it: the prompt's whole blocks prefilled, then its first decode block."""
+    n, lo = len(prompt), len(prompt) // block * block
+    net = CachedNet(lm.model, block)
+    if lo:
+        net.run(prompt[:lo], 0, store=True)
+    x = prompt[lo:] + [lm.mask_token_id] * (block - (n - lo))
+    logits = net.run(x, lo, store=False)
+    if lm.family.shifted_logits:
+        logits = torch.cat([logits[:1], logits[:-1]])
+    return _split_at(lm, x, logits, n - lo, 1, dtype)
+
+
+def _cached_reference(name: str, lm, prompt: list[int], budget: int, threshold: float, trace: list):
+    _, _, stops, _, block, _ = ACROSS[name]
+    if name == "hybrid":
+        return hybrid_generate_cached(lm.model, prompt, mask_id=lm.mask_token_id, gen_length=budget,
+                                      block_length=block, threshold=threshold,
+                                      stop_ids=set(lm.eos_token_ids), trace=trace)
+    if name == "sdar":
+        return sdar_generate_cached(lm.model, prompt, mask_id=lm.mask_token_id, gen_length=budget,
+                                    block_length=block, threshold=threshold, stop_ids=set(stops),
+                                    trace=trace)
+    return fast_dllm_generate_cached(lm.model, prompt, mask_id=lm.mask_token_id, max_new_tokens=budget,
+                                     block_size=block, small_block_size=lm.family.sub_block,
+                                     threshold=threshold, stop_token=stops[0], trace=trace)
+
+
+def test_blocks_equal_the_cache_keeping_reference(across):
+    """Three blocks and more in bfloat16, id for id and step for step (every step's masked
+    flags), with a threshold at which the first step's commits differ between a bfloat16 and a
+    float32 softmax. Steer (steer.py) makes the endings hold by construction: stops never chosen
+    (only the budget ends the run) or one forced at an output index (an EOS in a later block)."""
+    name, lm = across
+    _, _, stops, _, block, cases = ACROSS[name]
+    stops = stops or tuple(lm.eos_token_ids)
+    dtype = torch.bfloat16 if lm.family.row.confidence_dtype == "logits" else torch.float32
+    shift = 1 if lm.family.shifted_logits else 0  # the row of p - 1 decides p (Fast-dLLM v2)
+    for n, budget, force in cases:
+        prompt = _prompt(n, lm)
+        at = {n + i - shift: t or stops[0] for i, t in (force or {}).items()}
+        with Steer(lm.model, stops, at):
+            threshold = _split_after_prefill(lm, prompt, block, dtype)
+            events = list(Engine(lm, fuse_commit=False).stream(prompt, GenerationConfig(
+                max_new_tokens=budget, threshold=threshold, block_size=block), reuse=False))
+            trace: list = []
+            ref = _cached_reference(name, lm, prompt, budget, threshold, trace)
+        ours = next(e for e in events if isinstance(e, GenerationResult))
+        steps = [e.masked for e in events if isinstance(e, DenoiseStep)]
+        assert list(ours.token_ids) == ref, (n, budget)
+        assert steps == trace[:len(steps)] and len(steps) >= len(trace) - block, (n, budget)
+        blocks = {e.block_index for e in events if isinstance(e, DenoiseStep)}
+        assert len(blocks) >= 3  # the decode crossed at least two commits
+        ends = ("eos", min(force) + 1) if force else ("length", budget)
+        assert (ours.finish_reason, len(ref)) == ends
