@@ -24,9 +24,12 @@ def configure_cpu_threads(model) -> int | None:
 class Engine:
     """Decodes token ids into token ids for one LoadedModel; not thread-safe (one generation at a time)."""
 
-    def __init__(self, lm, *, fuse_commit: bool = True, use_kernels: bool | None = None,
+    def __init__(self, lm, *, fuse_commit: bool | None = None, use_kernels: bool | None = None,
                  cache_mb: float | None = None):
-        """use_kernels: None installs the Triton hooks when the model is on CUDA; True forces them
+        """fuse_commit: run a finished block's commit and the next block's first step as one
+        forward; None: the family's rule (always in float32 / float64; in half precision where
+        its row allows, `FamilyRow.fuse_in_half`). use_kernels: None installs the Triton hooks
+        when the model is on CUDA; True forces them
         (tests under TRITON_INTERPRET=1); False never. cache_mb: the memory kept for earlier
         requests' caches, which later requests sharing a prefix start from (engine/prefix_cache.py);
         None: a quarter of the device's free memory (at most 16 GiB); 0: every request cold."""
@@ -47,7 +50,8 @@ class Engine:
         if not self.kernels and not own_attention:
             install_gqa_attention(lm.model)
         # GDN hybrids fuse too: their recurrent layers split the fused input (recurrent_split.py)
-        self.fuse_commit = fuse_commit
+        half = str(next(lm.model.parameters()).dtype) in ("torch.bfloat16", "torch.float16")
+        self.fuse_commit = (not half or lm.family.row.fuse_in_half) if fuse_commit is None else fuse_commit
         budget = default_budget_bytes(lm.device) if cache_mb is None else int(cache_mb * (1 << 20))
         self.prefix_cache = PrefixCache(budget)
 

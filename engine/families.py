@@ -165,6 +165,9 @@ class FamilyRow:
     modes: bool = False  # decodes in the full-attention modes exact / prefix / dual
     own_attention: bool = False  # keeps its network's attention (no block-causal kernels)
     prompt_reuse: bool = True  # token healing and the prefix cache on its prompt path
+    fuse_in_half: bool = True  # in bfloat16 / float16 the commit's forward may run the next
+    #   block's first step too; False: its released generate runs them as two forwards, and in
+    #   half precision the fused one rounds differently (SDAR; docs/engine.md, "In bfloat16")
     confidence_dtype: str = "float32"  # the dtype its reference takes the confidence's softmax in
     #   (greedy): "logits" (the network's output dtype, bfloat16 on a GPU; the token is then the
     #   argmax of those probabilities), "float32" or "float64"; a float64 model keeps float64
@@ -205,7 +208,7 @@ _FULLATTN, _GEMMA = "fullattn_decode:FullAttnDecoder", "gemma_decode:GemmaDecode
 ROWS = (
     FamilyRow("clover", "Clover block diffusion", "Clover", _BLOCK, "auto", BLOCK_COMMON, BlockSettings),
     FamilyRow("sdar", "SDAR block diffusion", "SDAR", _BLOCK, "auto", BLOCK_COMMON, BlockSettings,
-              confidence_dtype="logits"),
+              confidence_dtype="logits", fuse_in_half=False),
     FamilyRow("fast_dllm_v2", "Fast-dLLM v2 block diffusion", "Fast-dLLM v2", _BLOCK, "auto", BLOCK_COMMON,
               BlockSettings, confidence_dtype="logits"),
     FamilyRow("llada2", "LLaDA2 block diffusion (MoE)", "LLaDA2", _BLOCK, "own:llada2", BLOCK_COMMON,

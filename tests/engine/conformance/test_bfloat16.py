@@ -269,6 +269,17 @@ def _cached_reference(name: str, lm, prompt: list[int], budget: int, threshold: 
                                      threshold=threshold, stop_token=stops[0], trace=trace)
 
 
+def test_half_precision_fuses_no_commit_where_the_release_runs_two_forwards(tiny_dirs):
+    """SDAR's released generate runs a block's commit and the next block's first step as two
+    forwards; in bfloat16 the fused forward rounds differently, so its row turns fusing off there
+    (FamilyRow.fuse_in_half); in float32, and for families without that rule, the engine fuses."""
+    for kind, dtype, fused in (("sdar", "bfloat16", False), ("sdar", "float32", True),
+                               ("clover", "bfloat16", True)):
+        lm = load_model(str(tiny_dirs[kind]), dtype=dtype)
+        assert Engine(lm, cache_mb=0).fuse_commit is fused, (kind, dtype)
+        assert Engine(lm, cache_mb=0, fuse_commit=not fused).fuse_commit is (not fused)
+
+
 def test_blocks_equal_the_cache_keeping_reference(across):
     """Three blocks and more in bfloat16, id for id and step for step (every step's masked
     flags), with a threshold at which the first step's commits differ between a bfloat16 and a
@@ -284,7 +295,11 @@ def test_blocks_equal_the_cache_keeping_reference(across):
         at = {n + i - shift: t or stops[0] for i, t in (force or {}).items()}
         with Steer(lm.model, stops, at):
             threshold = _split_after_prefill(lm, prompt, block, dtype)
-            events = list(Engine(lm, fuse_commit=False).stream(prompt, GenerationConfig(
+            # SDAR: the engine's default (its row fuses no commit in half precision); the
+            # hybrid, which has no released generate, unfused as the reference runs
+            engine = Engine(lm) if name == "sdar" else Engine(lm, fuse_commit=False)
+            assert not engine.fuse_commit
+            events = list(engine.stream(prompt, GenerationConfig(
                 max_new_tokens=budget, threshold=threshold, block_size=block), reuse=False))
             trace: list = []
             ref = _cached_reference(name, lm, prompt, budget, threshold, trace)
