@@ -90,9 +90,13 @@ def _open(x: list[int], lo: int, hi: int, n: int, limit: int, mask_id: int) -> b
     return any(x[i] == mask_id for i in range(max(lo, n), min(hi, limit)))
 
 
-def sdar_generate_cached(model, prompt: list[int], *, mask_id: int, gen_length: int,
-                         block_length: int, threshold: float, stop_ids: set[int],
-                         trace: list | None = None) -> list[int]:
+def _blocks_cached(model, prompt: list[int], *, mask_id: int, gen_length: int, block_length: int,
+                   threshold: float, stop_ids: set[int], trace: list | None, choose) -> list[int]:
+    """The block loop SDAR's generate and our hybrid rule share: prompt blocks prefilled in one
+    forward; per block, denoise steps against the cache that store nothing, each committing the
+    masked positions above the threshold (else the most confident one) by `choose(logits)` ->
+    (token, confidence); the finished block one forward that stores it. Stops after the block in
+    which a stop id appears; the output is cut after the first one."""
     B, n = block_length, len(prompt)
     num_blocks = (n + gen_length + B - 1) // B
     x = list(prompt) + [mask_id] * (num_blocks * B - n)
@@ -103,7 +107,7 @@ def sdar_generate_cached(model, prompt: list[int], *, mask_id: int, gen_length: 
         lo, hi = b * B, (b + 1) * B
         while any(t == mask_id for t in x[lo:hi]):
             before = _open(x, lo, hi, n, n + gen_length, mask_id)
-            tok, conf = _greedy(net.run(x[lo:hi], lo, store=False), mask_id)
+            tok, conf = choose(net.run(x[lo:hi], lo, store=False))
             live = torch.tensor([t == mask_id for t in x[lo:hi]])
             conf = torch.where(live, conf, torch.tensor(float("-inf"), dtype=conf.dtype))
             pick = conf > threshold
@@ -118,6 +122,15 @@ def sdar_generate_cached(model, prompt: list[int], *, mask_id: int, gen_length: 
     out = x[n:n + gen_length]
     stops = [i for i, t in enumerate(out) if t in stop_ids]
     return out[:stops[0] + 1] if stops else out
+
+
+def sdar_generate_cached(model, prompt: list[int], *, mask_id: int, gen_length: int,
+                         block_length: int, threshold: float, stop_ids: set[int],
+                         trace: list | None = None) -> list[int]:
+    """SDAR's: the confidence the softmax in the logits' dtype (`_greedy`)."""
+    return _blocks_cached(model, prompt, mask_id=mask_id, gen_length=gen_length, block_length=block_length,
+                          threshold=threshold, stop_ids=stop_ids, trace=trace,
+                          choose=lambda logits: _greedy(logits, mask_id))
 
 
 def fast_dllm_generate_cached(model, prompt: list[int], *, mask_id: int, max_new_tokens: int,
@@ -171,31 +184,11 @@ def hybrid_generate_cached(model, prompt: list[int], *, mask_id: int, gen_length
     was; the finished block runs on the cache itself. The confidence: a float32 softmax with the mask's logit
     dropped; the token the logits' argmax; commits above the threshold, else the most confident one.
     Stops after the block in which a stop id appears; cut after the first one."""
-    B, n = block_length, len(prompt)
-    num_blocks = (n + gen_length + B - 1) // B
-    x = list(prompt) + [mask_id] * (num_blocks * B - n)
-    net = CachedNet(model, B)
-    if n // B:
-        net.run(x[:n // B * B], 0, store=True)
-    for b in range(n // B, num_blocks):
-        lo, hi = b * B, (b + 1) * B
-        while any(t == mask_id for t in x[lo:hi]):
-            before = _open(x, lo, hi, n, n + gen_length, mask_id)
-            z = net.run(x[lo:hi], lo, store=False).float()
-            z[:, mask_id] = float("-inf")
-            tok = z.argmax(dim=-1)
-            conf = torch.softmax(z, dim=-1).gather(1, tok[:, None])[:, 0]
-            live = torch.tensor([t == mask_id for t in x[lo:hi]])
-            conf = torch.where(live, conf, torch.tensor(float("-inf")))
-            pick = conf > threshold
-            if not bool(pick.any()):
-                pick[int(conf.argmax())] = True
-            for j in torch.nonzero(pick).flatten().tolist():
-                x[lo + j] = int(tok[j])
-            _note(trace, x, lo, hi, n, n + gen_length, mask_id, before)
-        if any(t in stop_ids for t in x[n:hi]):
-            break
-        net.run(x[lo:hi], lo, store=True)
-    out = x[n:n + gen_length]
-    stops = [i for i, t in enumerate(out) if t in stop_ids]
-    return out[:stops[0] + 1] if stops else out
+    def choose(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        z = logits.float()
+        z[:, mask_id] = float("-inf")
+        tok = z.argmax(dim=-1)
+        return tok, torch.softmax(z, dim=-1).gather(1, tok[:, None])[:, 0]
+
+    return _blocks_cached(model, prompt, mask_id=mask_id, gen_length=gen_length, block_length=block_length,
+                          threshold=threshold, stop_ids=stop_ids, trace=trace, choose=choose)
