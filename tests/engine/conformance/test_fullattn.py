@@ -18,7 +18,7 @@ from clover_cli.engine.fullattn_decode import FullAttnDecoder
 from clover_cli.engine.loader import load_model
 from realcfg import ACTIVE, CONFIGS, build, released
 from references_fullattn import dream_fast_dllm, dream_generate, llada_fast_dllm, llada_generate
-from steer import Steer, stop_ids
+from steer import Rows, Steer, stop_ids
 
 pytestmark = pytest.mark.slow  # CI only: the checkpoints carry the released 126k / 152k vocabularies,
 # so every decode here costs seconds
@@ -237,8 +237,60 @@ def test_llada_exact_remasking_and_guidance_match_its_generate(llada, remasking,
                          temperature=temperature, stops=lm.eos_token_ids, remasking=remasking,
                          cfg_scale=cfg_scale)
     assert list(ours.token_ids) == ref
-    plain = list(FullAttnDecoder(lm, prompt, cfg).run())[-1]
-    assert plain.token_ids != ours.token_ids  # the option changed the decode
+
+
+def _exact(lm, prompt, steps, **options):
+    cfg = GenerationConfig(max_new_tokens=32, diffusion_mode="exact", diffusion_steps=steps, seed=9)
+    return list(list(FullAttnDecoder(lm, prompt, cfg, **options).run())[-1].token_ids)
+
+
+def _llada_ref(lm, prompt, steps, **options):
+    torch.manual_seed(9)
+    return llada_generate(lm.model, prompt, mask_id=LLADA_MASK, gen_length=32, block_length=32, steps=steps,
+                          stops=lm.eos_token_ids, **options)
+
+
+def test_cfg_scale_changes_the_decode_by_construction(llada):
+    """Every answer row says A (logit 1) over B (0) with the prompt in view and A (10) over B
+    without it (steer.py's Rows; the rest -1e4): unguided every token is A; guided, u + (s+1)(c - u)
+    at s = 1.5 gives A 10 + 2.5 (1 - 10) = -12.5 against B's 0, so every token is B."""
+    lm, (a, b) = llada[1], ACTIVE[:2]
+    prompt = _prompt(10, 5)
+    n = len(prompt)
+
+    def rule(p, seq):
+        return None if p < n else (-1e4, {a: 10.0 if seq[0] == LLADA_MASK else 1.0, b: 0.0})
+
+    with Rows(lm.model, rule):
+        guided, plain = _exact(lm, prompt, 16, cfg_scale=1.5), _exact(lm, prompt, 16)
+        assert guided == _llada_ref(lm, prompt, 16, cfg_scale=1.5)
+    assert (guided, plain) == ([b] * 32, [a] * 32)
+
+
+def test_random_remasking_commits_in_the_seeds_order_by_construction(llada):
+    """One commit per step, and the token a step commits says how many answer positions were
+    filled before it (ACTIVE[k]); each row's confidence falls left to right (one logit of 20 -
+    (p - n) / 4 over a row of zeros). low_confidence fills left to right; 'random' takes the
+    masked position of largest torch.rand of the sequence each step, that draw repeated here from a
+    generator seeded as the decode (LLaDA generate.py, greedy: the only draw of a step)."""
+    lm = llada[1]
+    prompt = _prompt(10, 5)
+    n = len(prompt)
+
+    def rule(p, seq):
+        filled = sum(seq.get(q, LLADA_MASK) != LLADA_MASK for q in range(n, n + 32))
+        return None if p < n else (0.0, {ACTIVE[filled]: 20.0 - (p - n) / 4})
+
+    g, left, want = torch.Generator().manual_seed(9), list(range(n, n + 32)), [0] * 32
+    for step in range(32):
+        r = torch.rand((1, n + 32), generator=g)[0]
+        p = max(left, key=lambda q: float(r[q]))
+        left.remove(p)
+        want[p - n] = ACTIVE[step]
+    with Rows(lm.model, rule):
+        shuffled, plain = _exact(lm, prompt, 32, remasking="random"), _exact(lm, prompt, 32)
+        assert shuffled == _llada_ref(lm, prompt, 32, remasking="random")
+    assert plain == ACTIVE[:32] and shuffled == want and want != ACTIVE[:32]
 
 
 def test_llada_options_are_refused_elsewhere(dream, llada):
