@@ -114,3 +114,16 @@ class Rows(Steer):
                     for token, value in made[1].items():
                         logits[b, r, token] = value
         return logits
+
+
+def steer_class(monkeypatch, network: type, editor: Steer) -> None:
+    """Make `editor` (a Steer or Rows, its model None) edit the logits of every instance of the
+    network class for the rest of the test: the instances a command loads for itself too."""
+    inner = network.forward
+
+    def forward(self, *args, **kwargs):
+        out = inner(self, *args, **kwargs)
+        out.logits = editor._edit(out.logits, kwargs)
+        return out
+
+    monkeypatch.setattr(network, "forward", forward)

@@ -16,7 +16,7 @@ from clover_cli.engine.fullattn_decode import FullAttnDecoder
 from clover_cli.engine.loader import load_model
 from realcfg import ACTIVE, build, released
 from references_fullattn import llada_generate
-from steer import Rows
+from steer import Rows, steer_class
 
 LLADA_MASK, LLADA_STOPS = 126336, (126081, 126348)
 DREAM_STOPS = (151643, 151645)
@@ -89,15 +89,7 @@ def test_the_flags_reach_the_decode_by_construction(llada, clover, monkeypatch):
         return None if p < n else (-1e4, {ACTIVE[2 * k]: 10.0 if seq[0] == LLADA_MASK else 1.0,
                                           ACTIVE[2 * k + 1]: 0.0})
 
-    rows, network = Rows(None, rule), type(lm.model)
-    inner = network.forward
-
-    def forward(self, *args, **kwargs):
-        out = inner(self, *args, **kwargs)
-        out.logits = rows._edit(out.logits, kwargs)
-        return out
-
-    monkeypatch.setattr(network, "forward", forward)
+    steer_class(monkeypatch, type(lm.model), Rows(None, rule))
     got = _generate(clover, path, *EXACT, "--remasking", "random", "--cfg-scale", "1.5")["token_ids"]
     plain = _generate(clover, path, *EXACT)["token_ids"]
     g, left, want = torch.Generator().manual_seed(9), list(range(n, n + 32)), [0] * 32
