@@ -87,3 +87,43 @@ def rewrite_once(at: int, mask_id: int, first: int, then: int, block: int | None
 def stop_ids(lm) -> tuple[int, ...]:
     """Every id the engine or a reference could stop on for this checkpoint."""
     return tuple(sorted(set(lm.eos_token_ids) | set(lm.family.stop_ids or ())))
+
+
+class Rows(Steer):
+    """with Rows(model, rule): a logits row's values set by construction, for every row of the
+    batch (LLaDA's guidance runs the sequence and its prompt-masked copy as one batch of two).
+    `rule(p, seq)` -> (fill, {token: logit}) for the row of absolute position p, `seq` that batch
+    row's {position: input id}; every logit of the row becomes `fill`, then the given tokens
+    their values; None leaves the row as the network made it."""
+
+    def __init__(self, model, rule: Callable):
+        self.model, self.rule = model, rule
+
+    def _edit(self, logits: torch.Tensor, kwargs) -> torch.Tensor:
+        pos = kwargs["position_ids"][0].tolist()
+        keep = kwargs.get("logits_to_keep", 0)
+        rows = pos[keep] if isinstance(keep, slice) else pos[-keep:] if keep else pos
+        assert len(rows) == logits.shape[1], "a logits_to_keep this helper does not know"
+        logits = logits.clone()
+        for b, ids in enumerate(kwargs["input_ids"].tolist()):
+            seq = dict(zip(pos, ids))
+            for r, p in enumerate(rows):
+                made = self.rule(p, seq)
+                if made is not None:
+                    logits[b, r] = made[0]
+                    for token, value in made[1].items():
+                        logits[b, r, token] = value
+        return logits
+
+
+def steer_class(monkeypatch, network: type, editor: Steer) -> None:
+    """Make `editor` (a Steer or Rows, its model None) edit the logits of every instance of the
+    network class for the rest of the test: the instances a command loads for itself too."""
+    inner = network.forward
+
+    def forward(self, *args, **kwargs):
+        out = inner(self, *args, **kwargs)
+        out.logits = editor._edit(out.logits, kwargs)
+        return out
+
+    monkeypatch.setattr(network, "forward", forward)

@@ -10,6 +10,7 @@ import torch
 from clover_cli.engine.config import GenerationConfig
 from clover_cli.engine.engine import Engine
 from clover_cli.engine.loader import ModelLoadError, load_model, resolve_hf_cache
+from steer import Rows
 from tiny_checkpoints import build_tiny_checkpoint
 
 
@@ -34,8 +35,28 @@ def test_ar_sampling_is_reproducible_with_a_seed(tiny_dirs):
     cfg = dict(max_new_tokens=16, temperature=1.0, top_p=0.9)
     a = Engine(lm).generate(prompt, GenerationConfig(seed=3, **cfg))
     b = Engine(lm).generate(prompt, GenerationConfig(seed=3, **cfg))
-    c = Engine(lm).generate(prompt, GenerationConfig(seed=4, **cfg))
-    assert a.token_ids == b.token_ids and a.token_ids != c.token_ids
+    assert a.token_ids == b.token_ids
+
+
+def test_ar_sampling_draws_from_a_generator_seeded_with_the_seed(tiny_dirs):
+    """Every row made exactly uniform over four tokens (steer.py's Rows: the rest -1e4, so the
+    softmax is 0.25 each and the 0.9 nucleus keeps all four), the ids are the draws of
+    torch.multinomial from a generator seeded with cfg.seed, repeated here: a run that ignored
+    the seed (or drew from another stream) would not give them."""
+    lm = load_model(str(tiny_dirs["ar"]))
+    prompt, vocab = lm.encode("hello"), lm.model.config.vocab_size
+    four = [t for t in range(100, 200) if t not in lm.eos_token_ids][:4]
+    cfg = dict(max_new_tokens=16, temperature=1.0, top_p=0.9)
+    with Rows(lm.model, lambda p, seq: (-1e4, dict.fromkeys(four, 0.0))):
+        got = {seed: list(Engine(lm).generate(prompt, GenerationConfig(seed=seed, **cfg)).token_ids)
+               for seed in (3, 4)}
+    probs = torch.zeros(1, vocab)
+    probs[0, four] = 0.25
+    want = {}
+    for seed in (3, 4):
+        g = torch.Generator().manual_seed(seed)
+        want[seed] = [int(torch.multinomial(probs, 1, generator=g)) for _ in range(16)]
+    assert got == want and want[3] != want[4]
 
 
 def test_diffusion_sampling_is_reproducible_with_a_seed(tiny_dirs):

@@ -28,16 +28,24 @@ class Point:
 def test_code_prompt_is_a_def_or_class_head_ending_in_newline():
     from clover_cli.training.distill import code_prompt
 
-    seen = set()
-    for seed in range(60):
-        p = code_prompt(SOURCE, random.Random(seed))
-        assert p is not None and p.endswith("\n")
-        body = p.split("\n\n\n")[-1]
-        assert body.startswith(("def add(a, b):\n", "class Point:\n")), p
-        assert body in SOURCE
-        seen.add(p)
-    assert any(p.startswith("import os\n") for p in seen)  # sometimes behind the imports
-    assert any(p.startswith("def ") for p in seen)
+    class Scripted(random.Random):
+        """random() gives `coin` (whether the imports go first); the choices stay seeded."""
+
+        def __init__(self, seed, coin):
+            super().__init__(seed)
+            self.coin = coin
+
+        def random(self):
+            return self.coin
+
+    for seed in range(20):
+        for coin in (0.0, 0.99):  # below the 0.25 share: behind the imports; above: the head alone
+            p = code_prompt(SOURCE, Scripted(seed, coin))
+            assert p is not None and p.endswith("\n")
+            body = p.split("\n\n\n")[-1]
+            assert body.startswith(("def add(a, b):\n", "class Point:\n")), p
+            assert body in SOURCE
+            assert p.startswith("import os\n") == (coin == 0.0) and (coin == 0.0 or p == body), p
     assert code_prompt("x = 1\n# no functions here\n", random.Random(0)) is None
 
 

@@ -30,7 +30,39 @@ def gemma_dir(tmp_path_factory) -> Path:
     return _gemma_tiny().build(tmp_path_factory.mktemp("gemma_tui") / "m", vocab=4096, eos_boost=1.5)
 
 
-async def test_engine_turn_on_diffusion_gemma_streams_canvases_live(repo, gemma_dir):
+def _eos_in_the_second_canvas(monkeypatch) -> None:
+    """The network's logits (transformers' class, so the app's own load) are sure of ordinary
+    token 1000 + r at canvas row r, except EOS at row 5 of a generation's second canvas: every
+    answer is text in two canvases by construction, whatever the random weights and one CPU's
+    float path make."""
+    import torch
+    from transformers import DiffusionGemmaForBlockDiffusion as network
+
+    tiny = _gemma_tiny()
+    stops, eos = tiny.GENERATION["eos_token_id"], tiny.EOS
+    inner, starts = network.forward, []
+
+    def forward(self, *args, **kwargs):
+        out = inner(self, *args, **kwargs)
+        start = int(kwargs["decoder_position_ids"][0, 0])
+        if not starts or start < starts[-1]:
+            starts[:] = [start]  # a new generation
+        elif start != starts[-1]:
+            starts.append(start)
+        logits = out.logits.clone()
+        logits[..., stops] = -1e4
+        rows = torch.arange(logits.shape[1])
+        logits[0, rows, 1000 + rows] = 1e4
+        if len(starts) == 2:
+            logits[0, 5, eos] = 2e4  # above row 5's ordinary token
+        out.logits = logits
+        return out
+
+    monkeypatch.setattr(network, "forward", forward)
+
+
+async def test_engine_turn_on_diffusion_gemma_streams_canvases_live(repo, gemma_dir, monkeypatch):
+    _eos_in_the_second_canvas(monkeypatch)
     app = CloverApp(SessionOptions(model=str(gemma_dir), root=repo, approval="auto-edit",
                                    backend_options={"seed": 0}))  # the same canvases every run
     async with app.run_test(size=(140, 30)) as pilot:
@@ -58,7 +90,7 @@ async def test_engine_turn_on_diffusion_gemma_streams_canvases_live(repo, gemma_
         first_text = kinds.index("BlockText")
         assert "DenoiseProgress" in kinds[:first_text]
         blocks = [e.block_index for e, _ in shown if isinstance(e, ev.BlockText) and e.text]
-        assert len(set(blocks)) >= 2, kinds  # several canvases, each shown when it was committed
+        assert blocks == [0, 1], kinds  # two canvases, each shown when it was committed
         later_steps = [i for i, (e, _) in enumerate(shown)
                        if isinstance(e, ev.DenoiseProgress) and e.block_index == blocks[-1]]
         assert later_steps and later_steps[0] > first_text  # text was on screen while decoding went on

@@ -19,7 +19,7 @@ from clover_cli.engine.loader import load_model
 from clover_cli.engine.settings import LladaSettings, ModeSettings
 from realcfg import ACTIVE, CONFIGS, build, released
 from references_fullattn import dream_fast_dllm, dream_generate, llada_fast_dllm, llada_generate
-from steer import Steer, stop_ids
+from steer import Rows, Steer, stop_ids
 
 pytestmark = pytest.mark.slow  # CI only: the checkpoints carry the released 126k / 152k vocabularies,
 # so every decode here costs seconds
@@ -245,10 +245,60 @@ def test_llada_exact_remasking_and_guidance_match_its_generate(llada, remasking,
                          temperature=temperature, stops=lm.eos_token_ids, remasking=remasking,
                          cfg_scale=cfg_scale)
     assert list(ours.token_ids) == ref
-    plain = list(FullAttnDecoder(lm, prompt, _config(lm, max_new_tokens=32, diffusion_mode="exact",
-                                                     diffusion_steps=16, temperature=temperature,
-                                                     seed=9)).run())[-1]
-    assert plain.token_ids != ours.token_ids  # the option changed the decode
+
+
+def _exact(lm, prompt, steps, **options):
+    cfg = _config(lm, max_new_tokens=32, diffusion_mode="exact", diffusion_steps=steps, seed=9, **options)
+    return list(list(FullAttnDecoder(lm, prompt, cfg).run())[-1].token_ids)
+
+
+def _llada_ref(lm, prompt, steps, **options):
+    torch.manual_seed(9)
+    return llada_generate(lm.model, prompt, mask_id=LLADA_MASK, gen_length=32, block_length=32, steps=steps,
+                          stops=lm.eos_token_ids, **options)
+
+
+def test_cfg_scale_changes_the_decode_by_construction(llada):
+    """Every answer row says A (logit 1) over B (0) with the prompt in view and A (10) over B
+    without it (steer.py's Rows; the rest -1e4): unguided every token is A; guided, u + (s+1)(c - u)
+    at s = 1.5 gives A 10 + 2.5 (1 - 10) = -12.5 against B's 0, so every token is B."""
+    lm, (a, b) = llada[1], ACTIVE[:2]
+    prompt = _prompt(10, 5)
+    n = len(prompt)
+
+    def rule(p, seq):
+        return None if p < n else (-1e4, {a: 10.0 if seq[0] == LLADA_MASK else 1.0, b: 0.0})
+
+    with Rows(lm.model, rule):
+        guided, plain = _exact(lm, prompt, 16, cfg_scale=1.5), _exact(lm, prompt, 16)
+        assert guided == _llada_ref(lm, prompt, 16, cfg_scale=1.5)
+    assert (guided, plain) == ([b] * 32, [a] * 32)
+
+
+def test_random_remasking_commits_in_the_seeds_order_by_construction(llada):
+    """One commit per step, and the token a step commits says how many answer positions were
+    filled before it (ACTIVE[k]); each row's confidence falls left to right (one logit of 20 -
+    (p - n) / 4 over a row of zeros). low_confidence fills left to right; 'random' takes the
+    masked position of largest torch.rand of the sequence each step, that draw repeated here from a
+    generator seeded as the decode (LLaDA generate.py, greedy: the only draw of a step)."""
+    lm = llada[1]
+    prompt = _prompt(10, 5)
+    n = len(prompt)
+
+    def rule(p, seq):
+        filled = sum(seq.get(q, LLADA_MASK) != LLADA_MASK for q in range(n, n + 32))
+        return None if p < n else (0.0, {ACTIVE[filled]: 20.0 - (p - n) / 4})
+
+    g, left, want = torch.Generator().manual_seed(9), list(range(n, n + 32)), [0] * 32
+    for step in range(32):
+        r = torch.rand((1, n + 32), generator=g)[0]
+        p = max(left, key=lambda q: float(r[q]))
+        left.remove(p)
+        want[p - n] = ACTIVE[step]
+    with Rows(lm.model, rule):
+        shuffled, plain = _exact(lm, prompt, 32, remasking="random"), _exact(lm, prompt, 32)
+        assert shuffled == _llada_ref(lm, prompt, 32, remasking="random")
+    assert plain == ACTIVE[:32] and shuffled == want and want != ACTIVE[:32]
 
 
 def test_llada_options_are_refused_elsewhere(dream, llada):
@@ -264,8 +314,7 @@ def test_llada_options_are_refused_elsewhere(dream, llada):
 def test_the_cases_are_not_vacuous(llada):
     """By construction (steer.py: the network's logits, which the reference reads too): a run
     ends on EOS inside the budget, one runs to the budget, and the cached modes commit several
-    tokens per forward, each id for id as the reference; and the approximate modes do differ
-    from exact somewhere (else nothing is tested about the cache)."""
+    tokens per forward, each id for id as the reference."""
     lm, stops = llada[1], stop_ids(llada[1])
     prompt = _prompt(33, 1)
     n = len(prompt)
@@ -281,9 +330,34 @@ def test_the_cases_are_not_vacuous(llada):
         if finish == "length":  # 24 sure positions commit in each block's first forward: a block
             # takes at most 9 forwards, 40 tokens at most 18 (tpf >= 2.2)
             assert ours.stats.tpf > 1.5, ours.stats
-    assert any(_run(lm, _prompt(n, s), max_new_tokens=32, diffusion_mode="exact").token_ids
-               != _run(lm, _prompt(n, s), max_new_tokens=32, diffusion_mode="dual", threshold=0.5).token_ids
-               for n, s in [(5, 0), (33, 1), (12, 2), (20, 3)])
+
+
+def test_the_cached_modes_differ_from_exact_by_construction(llada):
+    """Else nothing is tested about the cache. The cached modes run the block without the prompt
+    after its first forward: a forward holding the prompt is sure only of the block's first
+    masked position (A, the rest nearly flat), one without it is sure of B everywhere, so exact
+    decodes A throughout and the cached modes A then Bs, each id for id as its reference."""
+    lm, stops = llada[1], llada[1].eos_token_ids
+    prompt = _prompt(12, 2)
+    n, (a, b) = len(prompt), ACTIVE[:2]
+
+    def rule(p, seq):
+        if p < n:
+            return None
+        if 0 not in seq:
+            return -1e4, {b: 0.0}
+        first = next(q for q in range(n, n + 32) if seq[q] == LLADA_MASK)
+        return (-1e4, {a: 0.0}) if p == first else (0.0, {a: 1.0})
+
+    with Rows(lm.model, rule):
+        exact = _run(lm, prompt, max_new_tokens=32, diffusion_mode="exact", diffusion_steps=32)
+        assert list(exact.token_ids) == [a] * 32 == llada_generate(
+            lm.model, prompt, mask_id=LLADA_MASK, gen_length=32, block_length=32, steps=32, stops=stops)
+        for mode in ("dual", "prefix"):
+            ours = _run(lm, prompt, max_new_tokens=32, diffusion_mode=mode, threshold=0.5)
+            assert list(ours.token_ids) == [a] + [b] * 31 == llada_fast_dllm(
+                lm.model, prompt, mask_id=LLADA_MASK, gen_length=32, block_length=32, threshold=0.5,
+                dual=mode == "dual", stops=stops), mode
 
 
 def test_events_stream_live_and_cancel_is_honoured(dream):

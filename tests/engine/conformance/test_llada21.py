@@ -13,7 +13,7 @@ from clover_cli.engine.loader import load_model
 from clover_cli.engine.settings import EditSettings
 from realcfg import ACTIVE, build, released
 from references import llada21_generate, llada2_generate
-from steer import Steer, rewrite_once
+from steer import Steer, rewrite_once, steer_class
 from test_llada2 import EOS, MASK, _prompt
 
 pytestmark = pytest.mark.slow  # CI only: the checkpoint carries the released 157,184-token vocabulary,
@@ -151,7 +151,7 @@ def test_editing_is_refused_for_other_families():
             editing=editing))).stats.generated_tokens >= 1
 
 
-def test_clover_generate_switches_editing(llada2, clover):
+def test_clover_generate_switches_editing(llada2, clover, monkeypatch):
     """`--edit --editing-threshold X --max-post-steps N` reach the engine; `--edit` on a model
     without an editing decode is one error line, exit 2."""
     import json
@@ -166,8 +166,15 @@ def test_clover_generate_switches_editing(llada2, clover):
     assert got["prompt_ids"] == prompt
     want = Engine(llada2[1]).generate(prompt, _edit_cfg(12, 0.5, 0.5))
     assert got["token_ids"] == list(want.token_ids)
+    # by construction (steer.py, on the network's class, so the command's own load too): the third
+    # token is sure to be A while masked, then B: the editing decode rewrites it, the plain keeps A
+    rule = rewrite_once(len(prompt) + 2, MASK, ACTIVE[1], ACTIVE[2])
+    steer_class(monkeypatch, type(llada2[1].model), Steer(None, (EOS,), rule))
+    edited = json.loads(clover("generate", "--model", str(llada2[0]), "--raw", "--no-token-healing", "--prompt",
+                               text, "--max-new-tokens", "12", "--threshold", "0.5", "--edit",
+                               "--editing-threshold", "0.5", "--max-post-steps", "16", "--json").stdout)
     plain = Engine(llada2[1]).generate(prompt, GenerationConfig(max_new_tokens=12, threshold=0.5))
-    assert got["steps_per_block"] != list(plain.stats.steps_per_block)  # the editing decode ran
+    assert (edited["token_ids"][2], plain.token_ids[2]) == (ACTIVE[2], ACTIVE[1])
     bad = clover("generate", "--model", "tiny", "--raw", "--prompt", "def f", "--max-new-tokens", "4",
                  "--edit")
     lines = bad.stderr.strip().splitlines()

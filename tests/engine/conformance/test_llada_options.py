@@ -15,8 +15,9 @@ from clover_cli.engine.config import GenerationConfig
 from clover_cli.engine.fullattn_decode import FullAttnDecoder
 from clover_cli.engine.loader import load_model
 from clover_cli.engine.settings import LladaSettings
-from realcfg import build, released
+from realcfg import ACTIVE, build, released
 from references_fullattn import llada_generate
+from steer import Rows, steer_class
 
 LLADA_MASK, LLADA_STOPS = 126336, (126081, 126348)
 DREAM_STOPS = (151643, 151645)
@@ -74,8 +75,33 @@ def test_the_flags_give_the_decoders_and_the_references_ids(llada, clover):
     ref = llada_generate(lm.model, prompt, mask_id=LLADA_MASK, gen_length=32, block_length=32, steps=16,
                          stops=lm.eos_token_ids, remasking="random", cfg_scale=1.5)
     assert got["token_ids"] == ref
-    plain = _generate(clover, path, *EXACT)
-    assert plain["token_ids"] != got["token_ids"]  # the flags reached the decode
+
+
+def test_the_flags_reach_the_decode_by_construction(llada, clover, monkeypatch):
+    """The network (its class, so the command's own load too) steered by steer.Rows: with k answer
+    positions filled, a row says A_k (1) over B_k (0) with the prompt in view, A_k (10) over B_k
+    without it. Guided at 1.5 (u + 2.5 (c - u)) every token is a B, unguided an A; with random
+    remasking the two positions a step fills are the largest of that step's torch.rand over the
+    sequence, repeated here from a generator seeded as the command (--seed 9)."""
+    path, lm = llada
+    n = 6
+
+    def rule(p, seq):
+        k = sum(seq.get(q, LLADA_MASK) != LLADA_MASK for q in range(n, n + 32))
+        return None if p < n else (-1e4, {ACTIVE[2 * k]: 10.0 if seq[0] == LLADA_MASK else 1.0,
+                                          ACTIVE[2 * k + 1]: 0.0})
+
+    steer_class(monkeypatch, type(lm.model), Rows(None, rule))
+    got = _generate(clover, path, *EXACT, "--remasking", "random", "--cfg-scale", "1.5")["token_ids"]
+    plain = _generate(clover, path, *EXACT)["token_ids"]
+    g, left, want = torch.Generator().manual_seed(9), list(range(n, n + 32)), [0] * 32
+    for step in range(16):
+        r = torch.rand((1, n + 32), generator=g)[0]
+        for p in sorted(left, key=lambda q: -float(r[q]))[:2]:
+            left.remove(p)
+            want[p - n] = ACTIVE[4 * step + 1]
+    assert got == want != [ACTIVE[4 * (i // 2) + 1] for i in range(32)]  # not left to right
+    assert sorted(plain) == sorted(ACTIVE[4 * step] for step in range(16) for _ in range(2))
 
 
 def test_each_flag_alone_matches_the_reference(llada, clover):
