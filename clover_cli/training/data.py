@@ -14,6 +14,11 @@ import torch
 
 from clover_cli.training import corpus
 
+# the training layouts of a batch: block diffusion and autoregressive; these
+# are the trainer's words, not checkpoint families (engine/families.py)
+BD_LAYOUT, AR_LAYOUT = "bd", "ar"
+LAYOUTS = (BD_LAYOUT, AR_LAYOUT)
+
 ASSISTANT_HEADER = "<|im_start|>assistant\n"
 END = "<|im_end|>"
 
@@ -120,7 +125,7 @@ class Mixture:
 
     def allows_ar(self) -> bool:
         """May the last batch be trained in the AR layout? (a source says so in `layouts`)"""
-        return "ar" in getattr(self.sources.get(self.last), "layouts", ("bd", "ar"))
+        return AR_LAYOUT in getattr(self.sources.get(self.last), "layouts", LAYOUTS)
 
     def batch(self, rng: random.Random, tokens: int
               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

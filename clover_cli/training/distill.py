@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from clover_cli.training import corpus
-from clover_cli.training.data import Example, PackedChatSource
+from clover_cli.training.data import BD_LAYOUT, Example, PackedChatSource
 
 _START = re.compile(r"^(async def|def|class) \w+")
 _IMPORT = re.compile(r"^(import|from) \w")
@@ -178,7 +178,7 @@ class DistillSource(PackedChatSource):
     """Rows packed from distillation records, separated by <|endoftext|>; the first record of a
     row starts at position 0, where a prompt sits at inference."""
 
-    layouts = ("bd",)  # never the AR layout: AR mode is the teacher these records came from
+    layouts = (BD_LAYOUT,)  # never the AR layout: AR mode is the teacher these records came from
 
     def __init__(self, tokenizer, records: list[dict], n: int = 256, drop_loops: bool = True,
                  parsing_only: bool = False):

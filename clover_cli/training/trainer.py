@@ -20,7 +20,7 @@ from typing import Callable
 import torch
 
 from clover_cli.training import blockdiff, modeling
-from clover_cli.training.data import CodeSource, Mixture, PackedChatSource
+from clover_cli.training.data import AR_LAYOUT, BD_LAYOUT, LAYOUTS, CodeSource, Mixture, PackedChatSource
 
 
 @dataclass
@@ -314,14 +314,14 @@ class Trainer:
             self.model, ids, 1 if ar else cfg.block_size, self.mask_id, self.gen, loss_ok=ok,
             pad=pad, full_mask=ar, fill_id=self.eos_id if cfg.eos_fill else None)
         (loss / cfg.grad_accum).backward()
-        return float(loss.detach()), "ar" if ar else "bd", ids.numel()
+        return float(loss.detach()), AR_LAYOUT if ar else BD_LAYOUT, ids.numel()
 
     def run(self, evaluate: Callable[["Trainer"], dict] | None = None) -> dict:
         """Train up to cfg.steps (or max_minutes); returns the last log record."""
         cfg = self.cfg
         self.model.train()
         t_start = time.time()
-        window_t, window_tok, losses = time.time(), 0, {"bd": [], "ar": []}
+        window_t, window_tok, losses = time.time(), 0, {layout: [] for layout in LAYOUTS}
         self._window_start = self.step
         last: dict = {}
         while self.step < cfg.steps:
@@ -340,7 +340,7 @@ class Trainer:
                 self.tokens += window_tok
                 self.elapsed += dt
                 rec = {"step": self.step, "lr": lr_at(cfg, self.step),
-                       "loss": _mean(losses["bd"]), "ar_loss": _mean(losses["ar"]),
+                       "loss": _mean(losses[BD_LAYOUT]), "ar_loss": _mean(losses[AR_LAYOUT]),
                        "tok_s": window_tok / max(dt, 1e-9), "tokens": self.tokens,
                        "elapsed_s": round(self.elapsed, 1)}
                 eta = _eta_minutes(cfg, self.step, self.step - self._window_start, dt,
@@ -351,7 +351,7 @@ class Trainer:
                           f"{self.elapsed / 60:.1f} min, ETA {eta:.0f} min")
                 self.log(rec)
                 last = rec
-                window_t, window_tok, losses = time.time(), 0, {"bd": [], "ar": []}
+                window_t, window_tok, losses = time.time(), 0, {layout: [] for layout in LAYOUTS}
                 self._window_start = self.step
             if evaluate and (self.step % cfg.eval_every == 0 or self.step == cfg.steps):
                 self.model.eval()

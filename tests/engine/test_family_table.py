@@ -15,11 +15,6 @@ from clover_cli.engine.families import FAMILIES, OPTIONS, ROWS, asks_nothing, de
 REPO = Path(__file__).resolve().parents[2]
 ROOTS = ("engine", "kernels", "tools", "prompts", "clover_cli")
 TABLE = "engine/families.py"
-# clover_cli/training/ is not the engine's: the tiny-checkpoint builder names its kinds (which the
-# tests pass) and the trainer its "ar" / "bd" layouts in words of their own
-OWN_WORDS = ("clover_cli/training/",)
-# decoder files another change rewrites (issue 50, point 3); each pair must still occur, so the
-# entry goes when its comparison does
 
 
 def _strings(node: ast.AST) -> list[str]:
@@ -59,7 +54,7 @@ def family_name_uses(root: Path) -> dict[tuple[str, str], list[int]]:
     for top in ROOTS:
         for path in sorted((root / top).rglob("*.py")):
             rel = path.relative_to(root).as_posix()
-            if rel == TABLE or rel.startswith(OWN_WORDS):
+            if rel == TABLE:
                 continue
             for line, name in name_uses(path.read_text(encoding="utf-8"), names):
                 uses.setdefault((rel, name), []).append(line)
