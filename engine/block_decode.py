@@ -275,9 +275,14 @@ class BlockDecoder:
         the generation, or -1)."""
         cfg, fixed, end = self.cfg, step.fixed, step.end
         selected_stop = not self.first_token_rule  # Fast-dLLM ends only on a *selected* stop
+        # ...and decodes the whole last block: a stop selected past the budget ends the generation
+        # at an earlier stop the first-token rule committed (the loop cuts after the first one)
+        beyond = (not selected_stop and end < self.B
+                  and self._holds_stop(step.generated + block[fixed:end][~masked[fixed:end]].tolist()))
         live = masked  # masked positions selection may pick (eos_confine narrows it)
         steps = 0
-        while bool(masked[fixed:end].any()):  # positions past `end` only matter until then
+        # positions past `end` only matter until then (or until a stop is selected, `beyond`)
+        while bool(masked[fixed:end].any()) or (beyond and not selected_stop and bool(masked.any())):
             logits = self._step_logits(block, masked, step, pending, heal=bool(masked[fixed]))
             pending = None
             tokens, confidence, commit = select(
@@ -297,11 +302,13 @@ class BlockDecoder:
             eos_at, first_eos = self._eos_done(toks, still, fixed)
             if eos_at >= 0 and selected_stop:
                 return block, eos_at
+            if beyond and selected_stop and not bool(masked[fixed:end].any()):
+                return block, end - 1  # ends here; the loop cuts after the earlier stop
             live = masked
             if self.settings.eos_confine and first_eos >= 0:
                 live = masked & (self._index < first_eos)
-                if not bool(live.any()):
-                    break
+                if not bool(live.any()):  # every position before it committed (a first-token stop)
+                    return block, first_eos
         return block, -1
 
     def _argmax(self, logits: torch.Tensor) -> int:
@@ -309,6 +316,10 @@ class BlockDecoder:
         row = logits.float().clone()
         row[self.mask_id] = float("-inf")
         return int(row.argmax())
+
+    def _holds_stop(self, ids: list[int]) -> bool:
+        """Whether ids hold an EOS / stop id."""
+        return any(t in self.eos for t in ids)
 
     def _selectable(self, live: torch.Tensor) -> torch.Tensor:
         """The live positions of the current sub-block (the first one still holding a masked

@@ -136,9 +136,11 @@ def sdar_generate_cached(model, prompt: list[int], *, mask_id: int, gen_length: 
 def fast_dllm_generate_cached(model, prompt: list[int], *, mask_id: int, max_new_tokens: int,
                               block_size: int, small_block_size: int, threshold: float,
                               stop_token: int, trace: list | None = None) -> list[int]:
-    """Decodes whole blocks (enough of them to cover max_new_tokens), then cuts."""
+    """Decodes whole blocks, those holding the budget (batch_sample decodes whole blocks and
+    opens none past its budget), then cuts. A stop selected anywhere in a block, past the budget
+    too, ends the run, cut after the output's first stop (a first-token-rule one included)."""
     B, S, n = block_size, small_block_size, len(prompt)
-    num_blocks = (n + max_new_tokens) // B + 2
+    num_blocks = (n + max_new_tokens + B - 1) // B
     x = list(prompt)
     net = CachedNet(model, B)
     if n > B:

@@ -133,3 +133,51 @@ def test_fast_dllm_sub_block_option(fast):
     ref = fast_dllm_generate(lm.model, prompt, mask_id=151665, max_new_tokens=40, block_size=32,
                              small_block_size=32, threshold=0.5, stop_token=FAST_STOP)
     assert list(ours.token_ids) == ref
+
+
+def _certain(n: int, stops: dict[int, int]):
+    """A Steer force rule making every generated position certain: the stops at their output
+    indices, an ordinary token elsewhere (each sub-block one step; the row of p - 1 decides p)."""
+    return lambda p, seq: (stops.get(p + 1 - n) or ACTIVE[(7 * p) % len(ACTIVE)]) if p >= n - 1 else None
+
+
+# (budget, {output index: stop}, finish, length); prompt 64, so blocks start at output 0, 32, 64.
+# 0/32/64 are opened by the first-token rule (the prefill's or commit's last row), which selects
+# nothing: Fast-dLLM v2 ends on a *selected* stop, cutting after the output's first stop
+BUDGET_END = [
+    (80, {64: FAST_STOP, 86: FAST_STOP}, "eos", 65),  # selected past the budget, in its block
+    (80, {32: FAST_STOP, 86: FAST_STOP}, "eos", 33),  # ... cutting at an earlier block's stop
+    (80, {64: FAST_STOP}, "length", 80),  # none selected: the first-token stop stays in the output
+    (64, {32: FAST_STOP, 66: FAST_STOP}, "length", 64),  # selected in a block past the budget's
+]
+
+
+@pytest.mark.slow  # a reference decode over the 151,936-token vocabulary, as above
+@pytest.mark.parametrize("budget,stops,finish,length", BUDGET_END)
+def test_fast_dllm_first_token_stop_at_the_budget_end(fast, budget, stops, finish, length):
+    """By construction (steer.py), id for id as the reference: the release decodes the whole block
+    holding the budget's end, so a stop it selects past the budget ends the run at a stop the
+    first-token rule committed before it; a block wholly past the budget is never decoded."""
+    lm, n = fast[1], 64
+    prompt = _prompt(n, 3)
+    with Steer(lm.model, (FAST_STOP, 151643), _certain(n, stops)):
+        got = Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=budget, threshold=0.9))
+        ref = fast_dllm_generate(lm.model, prompt, mask_id=151665, max_new_tokens=budget, block_size=32,
+                                 small_block_size=8, threshold=0.9, stop_token=FAST_STOP)
+    assert list(got.token_ids) == ref and (got.finish_reason, len(ref)) == (finish, length)
+    assert FAST_STOP in ref  # the first-token rule's stop is in the output either way
+
+
+@pytest.mark.slow  # decodes over the 151,936-token vocabulary, as above
+def test_fast_dllm_eos_confine_ends_on_a_first_token_stop(fast):
+    """--eos-confine selects nothing after a committed stop: when the first-token rule opens a
+    block with one, nothing is left to select and the run ends there (no mask id left in the
+    output), in the budget's last block and in an earlier one."""
+    lm, n = fast[1], 64
+    prompt = _prompt(n, 3)
+    for at in (64, 32):
+        with Steer(lm.model, (FAST_STOP, 151643), _certain(n, {at: FAST_STOP})):
+            got = Engine(lm).generate(prompt, GenerationConfig(
+                max_new_tokens=80, threshold=0.9, family=BlockSettings(eos_confine=True)))
+        assert (got.finish_reason, len(got.token_ids), got.token_ids[-1]) == ("eos", at + 1, FAST_STOP)
+        assert lm.mask_token_id not in got.token_ids
