@@ -13,11 +13,13 @@ import torch
 from .config import GenerationConfig
 from .decode_loop import DecodeLoop, PrefillInfo, Unit, seeded_generator
 from .events import DenoiseStep
+from .families import settled
 from .healing import Healing
 from .prefix_cache import Entry, PrefixCache
 from .processors import process_logits
 from .runtime import ForwardRunner, TextStreamer, hidden_token_ids, make_cache, reserve_cache
 from .selection import select
+from .settings import ARSettings
 
 AR_PREFILL_CHUNK = 512
 
@@ -33,7 +35,9 @@ class ARDecoder:
         reuse any common prefix, not only whole blocks; engine/prefix_cache.py)."""
         if not prompt_ids:
             raise ValueError("empty prompt")
+        cfg = settled(lm, cfg)  # the family's own settings (engine/settings.py)
         self.lm, self.cfg, self.cancel = lm, cfg, cancel
+        self.settings: ARSettings = cfg.family
         self.prompt = list(prompt_ids)
         self.healing = healing  # prompt_ids is healed; the first token is constrained
         self.eos = tuple(lm.eos_token_ids)
@@ -93,7 +97,7 @@ class ARDecoder:
                 logits = self._forward(torch.tensor([generated[-1]], device=self.device), n + index - 1,
                                        cache, count=True)
             processed = process_logits(logits[None], cfg, recent=generated, generated=len(generated),
-                                       eos_ids=self.eos)
+                                       eos_ids=self.eos, progressive=self.settings.progressive_ending)
             if self.healing is not None and index == 0:
                 processed = self.healing.constrain(processed[0])[None]
             tokens, _, _ = select(processed, masked, 0.0, cfg.temperature, None, self.generator, cfg.top_p)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .settings import (ALL_NAMES, BlockSettings, EditSettings, LladaSettings, ModeSettings, Settings,
+from .settings import (ALL_NAMES, ARSettings, BlockSettings, EditSettings, LladaSettings, ModeSettings, Settings,
                        asks_nothing, for_family)
 
 
@@ -223,7 +223,7 @@ ROWS = (
     FamilyRow("diffusion_gemma", "DiffusionGemma canvas diffusion", "DiffusionGemma", _GEMMA, "gemma",
               frozenset(), tool_calls="gemma", unit="canvas", sampler="entropy-bound",
               sampler_note=_GEMMA_NOTE, own_attention=True, prompt_reuse=False),
-    FamilyRow("ar", "autoregressive", "AR", _AR, "auto", AR_COMMON),
+    FamilyRow("ar", "autoregressive", "AR", _AR, "auto", AR_COMMON, ARSettings),
 )
 FAMILIES = {row.name: row for row in ROWS}
 

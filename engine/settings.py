@@ -6,8 +6,9 @@ kind of decode, and each row of the family table names its class (`FamilyRow.set
 
 | class            | families                               | fields                                   |
 |------------------|----------------------------------------|------------------------------------------|
-| `Settings`       | DiffusionGemma, AR                     | none                                     |
-| `BlockSettings`  | Clover, SDAR, Fast-dLLM v2, GDN hybrid | sub-blocks, progressive ending, prefill chunk, EOS confinement |
+| `Settings`       | DiffusionGemma                         | none                                     |
+| `ARSettings`     | AR                                     | progressive ending                       |
+| `BlockSettings`  | Clover, SDAR, Fast-dLLM v2, GDN hybrid | ARSettings' + sub-blocks, prefill chunk, EOS confinement |
 | `EditSettings`   | LLaDA2                                 | BlockSettings' + token editing           |
 | `ModeSettings`   | Dream                                  | diffusion mode, steps, Dream's alg       |
 | `LladaSettings`  | LLaDA 1.x                              | ModeSettings' + remasking, cfg_scale     |
@@ -46,11 +47,17 @@ class Settings:
 
 
 @dataclass(frozen=True)
-class BlockSettings(Settings):
-    """Block diffusion's own settings (engine/block_decode.py)."""
+class ARSettings(Settings):
+    """Autoregressive decoding's (engine/ar_decode.py): what its logits processors take."""
+
+    progressive_ending: bool = False  # bias toward EOS near the budget (engine/processors.py)
+
+
+@dataclass(frozen=True)
+class BlockSettings(ARSettings):
+    """Block diffusion's own settings (engine/block_decode.py): AR's (a block of one) and more."""
 
     sub_block_size: int | None = None  # None: the family's own (Fast-dLLM v2: 8; others: the block)
-    progressive_ending: bool = False  # bias toward EOS near the budget (engine/processors.py)
     prefill_chunk_blocks: int | None = None  # prompt prefill chunk in blocks; None: ~1024 tokens
     # speed-up that changes tokens (off by default; `clover bench` measures it against the exact
     # default): once an EOS is committed, never select positions after it
@@ -114,7 +121,7 @@ class LladaSettings(ModeSettings):
         object.__setattr__(self, "cfg_scale", float(self.cfg_scale))
 
 
-SETTINGS = (Settings, BlockSettings, EditSettings, ModeSettings, LladaSettings)
+SETTINGS = (Settings, ARSettings, BlockSettings, EditSettings, ModeSettings, LladaSettings)
 ALL_NAMES = frozenset().union(*(cls.names() for cls in SETTINGS))
 
 

@@ -56,6 +56,14 @@ def _started(tag: str, deadline: float = 30) -> list[int]:
     raise AssertionError(f"the command did not start: {_pids(tag)}")
 
 
+def _default_signals() -> None:
+    """In the child: the signals' default dispositions, as a terminal's process has them. An
+    ignored signal stays ignored across exec, so under `nohup` (SIGHUP ignored) or a shell's
+    background job (SIGINT) Clover would rightly keep running and the case would test nothing."""
+    for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("sig, sandbox", [  # real processes, ~1.2 s each: one in the quick tier
     (signal.SIGKILL, "off"), pytest.param(signal.SIGTERM, "off", marks=pytest.mark.slow),
     pytest.param(signal.SIGHUP, "off", marks=pytest.mark.slow),
@@ -72,7 +80,8 @@ def test_killing_clover_kills_its_commands(tmp_path, sig, sandbox):
     if sandbox != "off":
         argv += ["--shell-allow", "python3 run.py"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                            start_new_session=True)  # our own signal only: not the test's group
+                            start_new_session=True,  # our own signal only: not the test's group
+                            preexec_fn=_default_signals)
     try:
         pids = _started(tag)
         proc.send_signal(sig)

@@ -17,7 +17,7 @@ from clover_cli.engine.events import BlockCommitted, DenoiseStep, GenerationResu
 from clover_cli.engine.families import Family
 from clover_cli.engine.loader import LoadedModel
 from clover_cli.engine.runtime import TextStreamer
-from clover_cli.engine.settings import BlockSettings
+from clover_cli.engine.settings import ARSettings, BlockSettings
 from scripted import ScriptedModel
 
 
@@ -132,7 +132,8 @@ def test_progressive_ending_prefers_eos_near_the_budget(scripted):
         rows[p][s.eos] = 0.0
     plain = Engine(s.make(rows)).generate([s.a] * 8, GenerationConfig(max_new_tokens=32))
     assert plain.finish_reason == "length"
-    ended = Engine(s.make(rows)).generate([s.a] * 8, GenerationConfig(max_new_tokens=32, family=BlockSettings(progressive_ending=True)))
+    ended = Engine(s.make(rows)).generate([s.a] * 8, GenerationConfig(
+        max_new_tokens=32, family=BlockSettings(progressive_ending=True)))
     assert ended.finish_reason == "eos" and 24 < len(ended.token_ids) <= 32
 
 
@@ -268,3 +269,19 @@ def test_repetition_control_stops_a_repeated_ngram_across_block_edges(scripted, 
     # REPEAT_SPAN (48) ids equal to the 3 before them: 51 tokens; blocks of 8 end at the 56th
     assert len(ctl.token_ids) == (51 if kind == "ar" else 56)
     assert ctl.token_ids == plain.token_ids[:len(ctl.token_ids)]
+
+
+def test_progressive_ending_reaches_the_autoregressive_decode(scripted):
+    """AR's own settings (ARSettings) carry progressive ending too: the agent turns it on for
+    every model, and an AR checkpoint then ends near the budget as a block one does."""
+    s = scripted
+    rows = {p: torch.zeros(s.vocab) for p in range(300)}
+    for p in rows:
+        rows[p][s.a] = 4.0
+    lm = s.make(rows)
+    ar = LoadedModel("scripted-ar", lm.model, s.tok, Family("ar", False, "qwen3"), eos_token_ids=(s.eos,))
+    plain = Engine(ar).generate([s.a] * 8, GenerationConfig(max_new_tokens=32))
+    assert plain.finish_reason == "length"
+    ended = Engine(ar).generate([s.a] * 8, GenerationConfig(max_new_tokens=32,
+                                                            family=ARSettings(progressive_ending=True)))
+    assert ended.finish_reason == "eos" and 24 < len(ended.token_ids) <= 32

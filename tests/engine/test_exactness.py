@@ -75,8 +75,10 @@ def test_fused_commit_equals_separate_forward(models, family):
 def test_chunked_prefill_equals_one_shot(models, family):
     lm = models[family]
     prompt = _prompt(70, seed=3)  # 8 whole blocks of 8 + a tail of 6
-    one_shot = Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=20, family=BlockSettings(prefill_chunk_blocks=64)))
-    chunked = Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=20, family=BlockSettings(prefill_chunk_blocks=1)))
+    one_shot = Engine(lm).generate(prompt, GenerationConfig(
+        max_new_tokens=20, family=BlockSettings(prefill_chunk_blocks=64)))
+    chunked = Engine(lm).generate(prompt, GenerationConfig(
+        max_new_tokens=20, family=BlockSettings(prefill_chunk_blocks=1)))
     assert one_shot.token_ids == chunked.token_ids
     assert one_shot.stats.steps_per_block == chunked.stats.steps_per_block
 

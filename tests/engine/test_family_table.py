@@ -156,7 +156,7 @@ def test_the_same_flags_run_on_every_family(tiny_dirs, clover, kind):
 
 @pytest.mark.parametrize("kind, flags, refused", [
     ("clover", ["--edit"], "--edit does not apply to Clover"),
-    ("ar", ["--block-size", "8", "--progressive-ending"], "--block-size, --progressive-ending does not apply to AR"),
+    ("ar", ["--block-size", "8", "--edit"], "--block-size, --edit does not apply to AR"),
     ("ar", ["--diffusion-steps", "4"], "--diffusion-steps does not apply to AR"),
 ])
 def test_a_flag_the_family_cannot_honour_is_one_line(tiny_dirs, clover, kind, flags, refused):

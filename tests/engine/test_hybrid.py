@@ -129,8 +129,10 @@ def test_fused_commit_keeps_only_the_block_in_gdn_state(hybrid):
 
 def test_hybrid_chunked_prefill_equals_one_shot(hybrid):
     prompt = _prompt(70)
-    one = Engine(hybrid).generate(prompt, GenerationConfig(max_new_tokens=12, family=BlockSettings(prefill_chunk_blocks=64)))
-    chunked = Engine(hybrid).generate(prompt, GenerationConfig(max_new_tokens=12, family=BlockSettings(prefill_chunk_blocks=1)))
+    one = Engine(hybrid).generate(prompt, GenerationConfig(
+        max_new_tokens=12, family=BlockSettings(prefill_chunk_blocks=64)))
+    chunked = Engine(hybrid).generate(prompt, GenerationConfig(
+        max_new_tokens=12, family=BlockSettings(prefill_chunk_blocks=1)))
     assert one.token_ids == chunked.token_ids
 
 

@@ -14,7 +14,7 @@ from clover_cli.engine.config import GenerationConfig
 from clover_cli.engine.engine import Engine
 from clover_cli.engine.families import FAMILIES, ROWS, takers
 from clover_cli.engine.loader import load_model
-from clover_cli.engine.settings import (SETTINGS, BlockSettings, EditSettings, LladaSettings, ModeSettings,
+from clover_cli.engine.settings import (SETTINGS, ARSettings, BlockSettings, EditSettings, LladaSettings, ModeSettings,
                                         Settings, SettingsError, for_family, from_options)
 
 ENGINE = Path(__file__).resolve().parents[2] / "engine"
@@ -29,7 +29,8 @@ def test_the_request_holds_no_family_setting():
 def test_every_row_names_a_settings_class():
     assert {row.settings for row in ROWS} == set(SETTINGS)
     assert FAMILIES["llada2"].settings is EditSettings and FAMILIES["llada"].settings is LladaSettings
-    assert FAMILIES["dream"].settings is ModeSettings and FAMILIES["ar"].settings is Settings
+    assert FAMILIES["dream"].settings is ModeSettings and FAMILIES["ar"].settings is ARSettings
+    assert FAMILIES["diffusion_gemma"].settings is Settings
     for row in ROWS:  # a row's options are its common ones and its class's fields
         assert row.options == row.common | row.settings.names()
 
@@ -54,8 +55,8 @@ def test_settings_carry_over_only_what_the_family_takes():
     # asking nothing of a family that lacks the field: accepted (off, the default, the block)
     assert for_family(BlockSettings, EditSettings(editing=False, max_post_steps=0), block=32,
                       family="SDAR") == BlockSettings()
-    assert for_family(Settings, BlockSettings(sub_block_size=1, eos_confine=True), block=1,
-                      family="AR") == Settings()
+    assert for_family(ARSettings, BlockSettings(sub_block_size=1, eos_confine=True, progressive_ending=True),
+                      block=1, family="AR") == ARSettings(progressive_ending=True)
     assert for_family(ModeSettings, None, block=32, family="Dream") == ModeSettings()
     with pytest.raises(SettingsError, match=r"^eos_confine applies to .*LLaDA2.* checkpoints only; "
                                             r"this model is Dream \(docs/design.md"):
@@ -67,6 +68,7 @@ def test_from_options_takes_the_names_of_its_class():
     assert from_options(BlockSettings, options) == BlockSettings(sub_block_size=4)
     assert from_options(LladaSettings, options) == LladaSettings(diffusion_mode="exact", cfg_scale=1.0)
     assert from_options(Settings, options) == Settings()
+    assert from_options(ARSettings, {**options, "progressive_ending": True}) == ARSettings(progressive_ending=True)
 
 
 @pytest.mark.parametrize("bad, message", [

@@ -129,7 +129,8 @@ def test_fast_dllm_sub_block_option(fast):
     reference with small_block_size=32)."""
     lm = fast[1]
     prompt = _prompt(10, 0)
-    ours = Engine(lm).generate(prompt, GenerationConfig(max_new_tokens=40, threshold=0.5, family=BlockSettings(sub_block_size=32)))
+    ours = Engine(lm).generate(prompt, GenerationConfig(
+        max_new_tokens=40, threshold=0.5, family=BlockSettings(sub_block_size=32)))
     ref = fast_dllm_generate(lm.model, prompt, mask_id=151665, max_new_tokens=40, block_size=32,
                              small_block_size=32, threshold=0.5, stop_token=FAST_STOP)
     assert list(ours.token_ids) == ref
