@@ -87,17 +87,9 @@ def fast_dllm_generate(model, prompt: list[int], *, mask_id: int, max_new_tokens
             while any(x[i] == mask_id for i in range(s_lo, s_hi)):
                 logits = _logits(model, x[:hi], B)[lo:hi]
                 logits = torch.cat([logits[:1], logits[:-1]])[s * S:(s + 1) * S]
-                probs = torch.softmax(logits, dim=-1)
                 x1 = logits.argmax(dim=-1)
-                p = probs.gather(1, x1[:, None])[:, 0]
-                is_mask = torch.tensor([x[i] == mask_id for i in range(s_lo, s_hi)])
-                p = torch.where(is_mask, p, torch.tensor(float("-inf"), dtype=p.dtype))
-                unmask = p > threshold
-                unmask[int(p.argmax())] = True
-                unmask &= is_mask
-                for j in torch.nonzero(unmask).flatten().tolist():
-                    x[s_lo + j] = int(x1[j])
-                finished = finished or bool(((x1 == stop_token) & unmask).any())
+                p = torch.softmax(logits, dim=-1).gather(1, x1[:, None])[:, 0]
+                finished = fast_dllm_commit(x, s_lo, s_hi, x1, p, mask_id, threshold, stop_token) or finished
         if finished:
             break
         x.append(int(_logits(model, x[:hi], B)[-1].argmax()))
@@ -105,6 +97,21 @@ def fast_dllm_generate(model, prompt: list[int], *, mask_id: int, max_new_tokens
     if finished:
         out = out[:out.index(stop_token) + 1]
     return out[:max_new_tokens]
+
+
+def fast_dllm_commit(x: list[int], s_lo: int, s_hi: int, tok: torch.Tensor, conf: torch.Tensor,
+                     mask_id: int, threshold: float, stop_token: int) -> bool:
+    """batch_sample's commit in the sub-block x[s_lo:s_hi]: its masked positions whose
+    confidence is above the threshold, and the most confident one always; whether a stop was
+    among the tokens committed (which ends the run after this block)."""
+    live = torch.tensor([x[i] == mask_id for i in range(s_lo, s_hi)])
+    conf = torch.where(live, conf, torch.tensor(float("-inf"), dtype=conf.dtype))
+    pick = conf > threshold
+    pick[int(conf.argmax())] = True
+    pick &= live
+    for j in torch.nonzero(pick).flatten().tolist():
+        x[s_lo + j] = int(tok[j])
+    return bool(((tok == stop_token) & pick).any())
 
 
 def llada2_generate(model, prompt: list[int], *, mask_id: int, gen_length: int, block_length: int,

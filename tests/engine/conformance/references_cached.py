@@ -26,6 +26,8 @@ import copy
 
 import torch
 
+from references import fast_dllm_commit
+
 
 def _block_causal(q0: int, q1: int, kv: int, block: int, dtype) -> torch.Tensor:
     """Additive mask [1, 1, q1 - q0, kv]: a query sees a key in its own block or an earlier one."""
@@ -158,14 +160,7 @@ def fast_dllm_generate_cached(model, prompt: list[int], *, mask_id: int, max_new
                 logits = net.run(x[lo:hi], lo, store=False)
                 logits = torch.cat([logits[:1], logits[:-1]])[s * S:(s + 1) * S]
                 tok, conf = _greedy(logits, mask_id)
-                live = torch.tensor([x[i] == mask_id for i in range(s_lo, s_hi)])
-                conf = torch.where(live, conf, torch.tensor(float("-inf"), dtype=conf.dtype))
-                pick = conf > threshold
-                pick[int(conf.argmax())] = True
-                pick &= live
-                for j in torch.nonzero(pick).flatten().tolist():
-                    x[s_lo + j] = int(tok[j])
-                finished = finished or bool(((tok == stop_token) & pick).any())
+                finished = fast_dllm_commit(x, s_lo, s_hi, tok, conf, mask_id, threshold, stop_token) or finished
                 _note(trace, x, lo, hi, n, n + max_new_tokens, mask_id, before)
         if finished:
             break
