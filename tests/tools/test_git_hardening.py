@@ -76,8 +76,12 @@ def fired(markers: Path) -> list[str]:
 
 
 def test_the_planted_programs_do_run_under_plain_git(hostile):
-    """The fixture is really hostile: plain git runs its programs (so the other tests mean something)."""
+    """The fixture is really hostile: plain git runs its programs (so the other tests mean something).
+    A file is changed first, so `add` must clean it and write the index (its post-index-change
+    hook) whatever the clock: an unchanged file whose stat data is not racily clean is not
+    filtered again, which made this depend on how fast the fixture ran."""
     repo, markers = hostile
+    (repo / "a.f").write_text("a.f two, longer than before\n")
     git(repo, "add", "-A", check=False)
     git(repo, "diff", "HEAD", check=False)
     assert any(n.startswith("clean") for n in fired(markers)) and any(n.startswith("hook-") or
