@@ -11,9 +11,8 @@ from typing import Iterator
 import torch
 
 from .config import GenerationConfig
-from .decode_loop import DecodeLoop, PrefillInfo, Unit, seeded_generator
+from .decode_loop import DecodeLoop, PrefillInfo, Unit, open_request, seeded_generator
 from .events import DenoiseStep
-from .families import settled
 from .healing import Healing
 from .prefix_cache import Entry, PrefixCache
 from .processors import process_logits
@@ -33,12 +32,9 @@ class ARDecoder:
                  prefix: PrefixCache | None = None):
         """prefix: earlier requests' caches to start from and to keep this one's in (AR models
         reuse any common prefix, not only whole blocks; engine/prefix_cache.py)."""
-        if not prompt_ids:
-            raise ValueError("empty prompt")
-        cfg = settled(lm, cfg)  # the family's own settings (engine/settings.py)
+        self.prompt, cfg = open_request(lm, prompt_ids, cfg, "autoregressive decoding")
         self.lm, self.cfg, self.cancel = lm, cfg, cancel
         self.settings: ARSettings = cfg.family
-        self.prompt = list(prompt_ids)
         self.healing = healing  # prompt_ids is healed; the first token is constrained
         self.eos = tuple(lm.eos_token_ids)
         self.device = lm.device

@@ -19,8 +19,7 @@ from typing import Any, Iterator
 import torch
 
 from .config import GenerationConfig
-from .families import settled
-from .decode_loop import DecodeLoop, PrefillInfo, Unit, seeded_generator
+from .decode_loop import DecodeLoop, PrefillInfo, Unit, open_request, seeded_generator
 from .kernel_hooks import denoise_step
 from .events import DenoiseStep
 from .healing import Healing
@@ -46,12 +45,9 @@ class BlockDecoder:
         """healing: prompt_ids is healing.prompt_ids and the first generated token is constrained
         (engine/healing.py). prefix: earlier requests' caches to start from and to leave this
         request's cache in (engine/prefix_cache.py)."""
-        if not prompt_ids:
-            raise ValueError("empty prompt: block decoding needs at least one prompt token")
-        cfg = settled(lm, cfg)  # the family's own settings (engine/settings.py)
+        self.prompt, cfg = open_request(lm, prompt_ids, cfg, "block decoding")
         self.lm, self.cfg, self.cancel = lm, cfg, cancel
         self.settings: BlockSettings = cfg.family
-        self.prompt = list(prompt_ids)
         self.healing = healing
         self.B = cfg.block_size or lm.block_size
         self.mask_id = lm.mask_token_id

@@ -19,6 +19,7 @@ from typing import Generator, Iterator
 import torch
 
 from .config import GenerationConfig
+from .families import settled
 from .events import BlockCommitted, DenoiseStep, GenerationResult, GenerationStats
 from .processors import repetition_ending
 from .runtime import ForwardRunner, TextStreamer, find_stop
@@ -40,6 +41,15 @@ class PrefillInfo:
     seconds: float = 0.0  # wall time of the prompt prefill (no token comes of it)
     reused: int = 0  # prompt positions taken from an earlier request's cache
     prefilled: int = 0  # prompt positions run through prefill forwards
+
+
+def open_request(lm, prompt_ids: list[int], cfg: GenerationConfig, what: str) -> tuple[list[int], GenerationConfig]:
+    """(prompt, cfg) as a decoder keeps them: the prompt as a new list and the request with the
+    family's own settings (engine/settings.py). ValueError for an empty prompt, naming `what`
+    (the kind of decoding) that needs one token at least."""
+    if not prompt_ids:
+        raise ValueError(f"empty prompt: {what} needs at least one prompt token")
+    return list(prompt_ids), settled(lm, cfg)
 
 
 def seeded_generator(device, cfg: GenerationConfig, needed: bool | None = None) -> torch.Generator | None:

@@ -35,8 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from .config import GenerationConfig
-from .decode_loop import DecodeLoop, Unit, seeded_generator
-from .families import settled
+from .decode_loop import DecodeLoop, Unit, open_request, seeded_generator
 from .events import DenoiseStep
 from .fullattn_parts import (DEFAULT_MODE, DREAM_ALGS, FULL_ATTENTION, MODE_LABELS, MODES,  # noqa: F401
                              KVSnapshot, generation_defaults, mode_label, resolve_mode, sample_tokens)
@@ -52,14 +51,11 @@ class FullAttnDecoder:
         say (Dream's are shifted, LLaDA's are not). The mode, steps and Dream's alg are the
         family's settings (cfg.family: ModeSettings; LLaDA 1.x's LladaSettings add remasking and
         cfg_scale, its exact generate's own options: ValueError, one line, in another mode)."""
-        if not prompt_ids:
-            raise ValueError("empty prompt: diffusion decoding needs at least one prompt token")
-        cfg = settled(lm, cfg)  # the family's own settings (engine/settings.py)
+        self.prompt, cfg = open_request(lm, prompt_ids, cfg, "diffusion decoding")
         self.lm, self.cfg, self.cancel = lm, cfg, cancel
         self.settings: ModeSettings = cfg.family
         self.mode = resolve_mode(lm.family.name, self.settings.diffusion_mode)
         self.dream = lm.family.shifted_logits if dream is None else dream
-        self.prompt = list(prompt_ids)
         self.mask_id = lm.mask_token_id
         self.eos = tuple(lm.eos_token_ids)
         self.device = lm.device

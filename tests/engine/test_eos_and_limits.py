@@ -285,3 +285,26 @@ def test_progressive_ending_reaches_the_autoregressive_decode(scripted):
     ended = Engine(ar).generate([s.a] * 8, GenerationConfig(max_new_tokens=32,
                                                             family=ARSettings(progressive_ending=True)))
     assert ended.finish_reason == "eos" and 24 < len(ended.token_ids) <= 32
+
+
+@pytest.mark.parametrize("kind", ["ar", "block", "diffusion"])
+def test_an_empty_prompt_is_refused_in_one_line(scripted, kind):
+    """Every decoder opens a request the same way (decode_loop.open_request): an empty prompt is
+    a ValueError that names the decoding, before any forward."""
+    from clover_cli.engine.ar_decode import ARDecoder
+    from clover_cli.engine.block_decode import BlockDecoder
+    from clover_cli.engine.fullattn_decode import FullAttnDecoder
+
+    s = scripted
+    lm = s.make({})
+    if kind == "ar":
+        lm, decoder = _ar(s, {}), ARDecoder
+    elif kind == "diffusion":
+        lm = LoadedModel("scripted-llada", lm.model, s.tok, Family("llada", True, "llada", lm.mask_token_id, 8),
+                         eos_token_ids=(s.eos,))
+        decoder = FullAttnDecoder
+    else:
+        decoder = BlockDecoder
+    with pytest.raises(ValueError, match=r"^empty prompt: \w+ decoding needs at least one prompt token$"):
+        decoder(lm, [], GenerationConfig(max_new_tokens=8))
+    assert lm.model.calls == 0
