@@ -19,8 +19,8 @@ from typing import Generator, Iterator
 import torch
 
 from .config import GenerationConfig
-from .families import settled
 from .events import BlockCommitted, DenoiseStep, GenerationResult, GenerationStats
+from .families import settled
 from .processors import repetition_ending
 from .runtime import ForwardRunner, TextStreamer, find_stop
 
